@@ -1,0 +1,48 @@
+"""The ``hpcval`` command line.
+
+Each sub-command lives in its own module under :mod:`hpcval.commands` and
+exposes ``register(subparsers)``; this module only discovers and dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from hpcval import __version__, commands
+from hpcval.errors import HpcvalError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hpcval",
+        description="Validate a cluster: run ReFrame checks against per-site references.",
+    )
+    parser.add_argument("--version", action="version", version=f"hpcval {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HpcvalError as err:
+        print(f"hpcval: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hpcval: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of ``hpcval``: one module each, with ``register(subparsers)``."""

@@ -1,0 +1,51 @@
+"""Where the project's directories and the results store are."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hpcval.errors import SiteError
+
+_MARKERS = ("site-configs", "reframe-checks")
+
+
+def _looks_like_root(path: Path) -> bool:
+    return all((path / m).is_dir() for m in _MARKERS)
+
+
+def project_root() -> Path:
+    """The hpcval checkout: ``$HPCVAL_ROOT``, else the nearest parent of the
+    working directory or of this package that holds ``site-configs/`` and
+    ``reframe-checks/``."""
+    env = os.environ.get("HPCVAL_ROOT")
+    if env:
+        root = Path(env).resolve()
+        if not _looks_like_root(root):
+            raise SiteError(f"HPCVAL_ROOT={env}: no site-configs/ and reframe-checks/ there")
+        return root
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for candidate in (start, *start.parents):
+            if _looks_like_root(candidate):
+                return candidate
+    raise SiteError(
+        "cannot find the hpcval checkout (a directory with site-configs/ and "
+        "reframe-checks/); run from inside it or set HPCVAL_ROOT"
+    )
+
+
+def site_dir(site: str, root: Path | None = None) -> Path:
+    """``site-configs/<site>/``; raises if the site does not exist."""
+    root = root or project_root()
+    path = root / "site-configs" / site
+    if not path.is_dir():
+        known = sorted(p.name for p in (root / "site-configs").iterdir() if p.is_dir())
+        raise SiteError(f"{path}: no such site (known sites: {', '.join(known)})")
+    return path
+
+
+def var_dir(site: str, root: Path | None = None) -> Path:
+    """The results store of a site: ``$HPCVAL_VAR/<site>`` or ``<root>/var/<site>``."""
+    base = os.environ.get("HPCVAL_VAR")
+    path = Path(base) if base else (root or project_root()) / "var"
+    return path / site
