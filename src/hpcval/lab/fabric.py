@@ -1,0 +1,78 @@
+"""Fabric profiles: bandwidth shaping of the lab links with ``tc``.
+
+Each node's link is shaped in both directions with a token-bucket filter
+(``tbf``): on the interface inside the node namespace (what the node sends) and
+on the bridge port in the root namespace (what the node receives), like a
+full-duplex NIC of the profile's rate. ``unshaped`` removes the shaping, so the
+links run at whatever the kernel's veth path gives (memory-copy speed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcval.lab.layout import NODE_IFACE, LabLayout
+from hpcval.lab.system import LabError, run
+
+
+@dataclass(frozen=True)
+class FabricProfile:
+    name: str
+    #: line rate in bit/s; None means no shaping
+    rate_bps: int | None
+    description: str
+
+    def tbf_args(self) -> list[str]:
+        """``tc qdisc ... tbf`` arguments for this rate.
+
+        The bucket holds 1 ms of traffic (at least 64 KiB, one GSO segment), so
+        a large message cannot slip through at memory speed; the queue holds
+        50 ms, enough for TCP not to see drops as loss at these rates.
+        """
+        assert self.rate_bps is not None
+        rate_bytes = self.rate_bps // 8
+        burst = max(rate_bytes // 1000, 64 * 1024)
+        return ["tbf", "rate", f"{self.rate_bps}bit", "burst", str(burst), "latency", "50ms"]
+
+
+PROFILES: dict[str, FabricProfile] = {
+    p.name: p
+    for p in (
+        FabricProfile("unshaped", None, "no shaping: veth at memory-copy speed"),
+        FabricProfile("25g", 25_000_000_000, "25 Gbit/s per node link, each direction"),
+        FabricProfile("10g", 10_000_000_000, "10 Gbit/s per node link, each direction"),
+        FabricProfile("1g", 1_000_000_000, "1 Gbit/s per node link (1 GbE), each direction"),
+        FabricProfile("100m", 100_000_000, "100 Mbit/s per node link, each direction"),
+    )
+}
+
+
+def get_profile(name: str) -> FabricProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise LabError(
+            f"unknown fabric profile '{name}' (known: {', '.join(PROFILES)})"
+        ) from None
+
+
+def apply_profile(layout: LabLayout, name: str) -> FabricProfile:
+    """Shape (or unshape) every node link of ``layout`` to profile ``name``."""
+    profile = get_profile(name)
+    for node in layout.nodes:
+        for dev, netns in ((NODE_IFACE, node.netns), (node.host_veth, None)):
+            if profile.rate_bps is None:
+                # deleting a qdisc that is not there fails; that is the goal state
+                run(["tc", "qdisc", "del", "dev", dev, "root"], netns=netns, check=False)
+            else:
+                run(
+                    ["tc", "qdisc", "replace", "dev", dev, "root", *profile.tbf_args()],
+                    netns=netns,
+                )
+    return profile
+
+
+def link_qdisc(dev: str, netns: str | None = None) -> str:
+    """The root qdisc of ``dev`` as ``tc`` prints it (for status)."""
+    proc = run(["tc", "qdisc", "show", "dev", dev, "root"], netns=netns, check=False)
+    return proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else "?"

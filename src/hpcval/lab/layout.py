@@ -1,0 +1,101 @@
+"""Names, addresses and paths of a lab: pure data, no side effects."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The benchmarking range (RFC 2544); the lab never uses addresses outside it.
+BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
+MAX_NODES = 200
+
+BRIDGE = "hvlab0"
+#: Interface name inside every node namespace, so one FI_TCP_IFACE fits all nodes.
+NODE_IFACE = "lab0"
+#: Comment that marks every line the lab adds to a system file.
+MARKER = "# hpcval-lab"
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("HPCVAL_LAB_STATE", "/run/hpcval-lab"))
+
+
+@dataclass(frozen=True)
+class LabNode:
+    index: int
+    name: str
+    netns: str
+    address: str
+    host_veth: str
+
+
+@dataclass(frozen=True)
+class LabLayout:
+    """Everything derived from the number of nodes and the state directory."""
+
+    nodes_count: int
+    state_dir: Path
+    subnet: str = "198.18.0.0/24"
+    controller_host: str = ""
+
+    def __post_init__(self) -> None:
+        net = ipaddress.ip_network(self.subnet)
+        if not net.subnet_of(BENCH_NET):  # type: ignore[arg-type]
+            raise ValueError(f"lab subnet {self.subnet} is outside {BENCH_NET}")
+        if not 1 <= self.nodes_count <= MAX_NODES:
+            raise ValueError(f"--nodes must be between 1 and {MAX_NODES}")
+        if not self.controller_host:
+            object.__setattr__(self, "controller_host", socket.gethostname())
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.subnet)
+
+    @property
+    def bridge_address(self) -> str:
+        return str(self.network.network_address + 1)
+
+    @property
+    def prefixlen(self) -> int:
+        return self.network.prefixlen
+
+    def node(self, index: int) -> LabNode:
+        return LabNode(
+            index=index,
+            name=f"lab-n{index}",
+            netns=f"hpcval-lab-n{index}",
+            address=str(self.network.network_address + 10 + index),
+            host_veth=f"hvlab-n{index}",
+        )
+
+    @property
+    def nodes(self) -> list[LabNode]:
+        return [self.node(i) for i in range(1, self.nodes_count + 1)]
+
+    @property
+    def nodelist(self) -> str:
+        return f"lab-n[1-{self.nodes_count}]" if self.nodes_count > 1 else "lab-n1"
+
+    # files under the state directory
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def munge_dir(self) -> Path:
+        return self.state_dir / "munge"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket.2"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "log"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.state_dir / "etc"

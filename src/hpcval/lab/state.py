@@ -1,0 +1,41 @@
+"""The lab's state file: what has been created, written as it is created."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class LabState:
+    nodes: int = 0
+    subnet: str = ""
+    fabric: str = "unshaped"
+    #: daemon name -> {"pid": int, "exe": str}
+    daemons: dict[str, dict[str, object]] = field(default_factory=dict)
+    netns: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    #: system file -> lines added to it (removed again by ``down``)
+    added_lines: dict[str, list[str]] = field(default_factory=dict)
+    #: files created outside the state directory (removed by ``down``)
+    created_files: list[str] = field(default_factory=list)
+    ready: bool = False
+
+    @classmethod
+    def load(cls, path: Path) -> LabState | None:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            # a torn write of a half-failed run: treat as empty, down sweeps by name
+            return cls()
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)

@@ -1,0 +1,1 @@
+"""Parsers of benchmark output: one module per output format."""

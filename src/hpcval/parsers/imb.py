@@ -1,0 +1,211 @@
+"""Parser for Intel MPI Benchmarks (IMB-MPI1, IMB-NBC, IMB-P2P, IMB-RMA) output.
+
+IMB prints one table per benchmark and process count::
+
+    #---------------------------------------------------
+    # Benchmarking PingPong
+    # #processes = 2
+    #---------------------------------------------------
+           #bytes #repetitions      t[usec]   Mbytes/sec
+                0          200         2.01         0.00
+
+Later process counts of the same benchmark repeat only the ``#processes``
+banner. Columns are named by the header line, so the same code reads PingPong
+(``t[usec]``), collectives (``t_min[usec] t_max[usec] t_avg[usec]``),
+Sendrecv/Exchange (plus ``Mbytes/sec``), IMB-NBC (``t_ovrl``, ``t_CPU``,
+``overlap[%]``) and Barrier (no ``#bytes``). A row that IMB aborted prints
+``time-out.`` or ``out-of-mem.`` instead of numbers; those are kept as
+:class:`ImbRowError` so a check can fail with IMB's own explanation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hpcval.errors import ParseError
+
+_BENCH_RE = re.compile(r"^#\s*Benchmarking\s+(?P<name>\S+)")
+_PROCS_RE = re.compile(r"^#\s*#processes\s*=\s*(?P<n>\d+)")
+_VERSION_RE = re.compile(r"Intel\(R\) MPI Benchmarks\s+(?P<version>\S+)")
+_FINALIZE = "All processes entering MPI_Finalize"
+_ERROR_RE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<kind>time-out|out-of-mem)\.?;?\s*(?P<msg>.*)$")
+
+
+def normalise_column(header: str) -> str:
+    """``t_min[usec]`` → ``t_min_usec``, ``Mbytes/sec`` → ``mbytes_per_sec``,
+    ``#bytes`` → ``bytes``, ``overlap[%]`` → ``overlap_pct``."""
+    name = header.strip().lstrip("#").lower()
+    name = name.replace("[%]", "_pct").replace("/", "_per_")
+    name = re.sub(r"\[(\w+)\]", r"_\1", name)
+    return re.sub(r"[^a-z0-9_]+", "_", name).strip("_")
+
+
+@dataclass(frozen=True)
+class ImbRowError:
+    """A message size IMB did not measure (``time-out`` or ``out-of-mem``)."""
+
+    bytes: int
+    kind: str
+    message: str
+
+
+@dataclass
+class ImbTable:
+    """One result table: a benchmark at one process count."""
+
+    benchmark: str
+    processes: int
+    columns: tuple[str, ...]
+    rows: list[dict[str, float]] = field(default_factory=list)
+    errors: list[ImbRowError] = field(default_factory=list)
+
+    def sizes(self) -> list[int]:
+        """Message sizes measured, in table order."""
+        return [int(r["bytes"]) for r in self.rows if "bytes" in r]
+
+    def row(self, size: int) -> dict[str, float]:
+        """The row for one message size; :class:`ParseError` if IMB did not
+        measure it (with IMB's reason where it gave one)."""
+        for r in self.rows:
+            if int(r.get("bytes", -1)) == size:
+                return r
+        for e in self.errors:
+            if e.bytes == size:
+                raise ParseError(
+                    f"IMB {self.benchmark} (np={self.processes}): {size} B not measured: "
+                    f"{e.kind}: {e.message}".rstrip(": ")
+                )
+        raise ParseError(
+            f"IMB {self.benchmark} (np={self.processes}): no row for {size} B "
+            f"(measured: {_fmt_sizes(self.sizes())})"
+        )
+
+    def value(self, size: int, column: str) -> float:
+        """One figure, e.g. ``value(1048576, 'mbytes_per_sec')``."""
+        r = self.row(size)
+        if column not in r:
+            raise ParseError(
+                f"IMB {self.benchmark}: no column {column!r} (columns: {', '.join(self.columns)})"
+            )
+        return r[column]
+
+    def series(self, column: str) -> list[tuple[int, float]]:
+        """(size, value) pairs for one column over all measured sizes."""
+        return [(int(r["bytes"]), r[column]) for r in self.rows if column in r and "bytes" in r]
+
+
+@dataclass
+class ImbResult:
+    """Everything one IMB invocation printed."""
+
+    version: str | None
+    tables: list[ImbTable]
+    finished: bool
+
+    def table(self, benchmark: str, processes: int | None = None) -> ImbTable:
+        """The table of ``benchmark``; the one with the most processes unless
+        ``processes`` is given."""
+        found = [t for t in self.tables if t.benchmark.lower() == benchmark.lower()]
+        if processes is not None:
+            found = [t for t in found if t.processes == processes]
+        if not found:
+            have = ", ".join(f"{t.benchmark}(np={t.processes})" for t in self.tables) or "none"
+            want = benchmark if processes is None else f"{benchmark}(np={processes})"
+            raise ParseError(f"IMB output has no table for {want} (tables: {have})")
+        return max(found, key=lambda t: t.processes)
+
+
+def _fmt_sizes(sizes: Iterable[int]) -> str:
+    sizes = list(sizes)
+    return ", ".join(str(s) for s in sizes) if sizes else "none"
+
+
+def _to_number(token: str, line_no: int, source: str) -> float:
+    try:
+        return float(token)
+    except ValueError:
+        raise ParseError(
+            f"{source}:{line_no}: not a number in an IMB table row: {token!r}"
+        ) from None
+
+
+def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
+    """Parse the whole output of one IMB run.
+
+    Raises :class:`ParseError` when no result table is present or a table row
+    holds something other than numbers (garbage, interleaved messages).
+    Truncation is reported through :attr:`ImbResult.finished` and the rows
+    present; :func:`check_complete` turns it into an error.
+    """
+    version_match = _VERSION_RE.search(text)
+    tables: list[ImbTable] = []
+    benchmark: str | None = None
+    processes: int | None = None
+    current: ImbTable | None = None
+    finished = False
+
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        if _FINALIZE in line:
+            finished = True
+            current = None
+            continue
+        if m := _BENCH_RE.match(line):
+            benchmark, processes, current = m.group("name"), None, None
+            continue
+        if m := _PROCS_RE.match(line):
+            processes, current = int(m.group("n")), None
+            continue
+        stripped = line.strip()
+        if not stripped:
+            current = None
+            continue
+        if stripped.startswith("#repetitions") or stripped.startswith("#bytes"):
+            if benchmark is None or processes is None:
+                raise ParseError(f"{source}:{line_no}: table header outside a benchmark section")
+            columns = tuple(normalise_column(c) for c in stripped.split())
+            current = ImbTable(benchmark, processes, columns)
+            tables.append(current)
+            continue
+        if stripped.startswith("#") or current is None:
+            continue
+        if m := _ERROR_RE.match(line):
+            current.errors.append(
+                ImbRowError(int(m.group("bytes")), m.group("kind"), m.group("msg").strip())
+            )
+            continue
+        tokens = stripped.split()
+        if len(tokens) != len(current.columns):
+            raise ParseError(
+                f"{source}:{line_no}: IMB {current.benchmark} row has {len(tokens)} fields, "
+                f"header has {len(current.columns)}: {stripped!r}"
+            )
+        values = zip(current.columns, tokens, strict=True)
+        current.rows.append({c: _to_number(t, line_no, source) for c, t in values})
+
+    if not tables:
+        raise ParseError(f"{source}: no IMB result table found")
+    version = version_match.group("version").rstrip(",") if version_match else None
+    return ImbResult(version=version, tables=tables, finished=finished)
+
+
+def check_complete(result: ImbResult, benchmark: str, sizes: Iterable[int],
+                   processes: int | None = None, source: str = "IMB output") -> ImbTable:
+    """The table of ``benchmark``, or :class:`ParseError` naming what is wrong:
+    a size IMB aborted (time-out, out-of-mem), a missing size, or output that
+    stops before ``MPI_Finalize`` (a crashed or killed run)."""
+    table = result.table(benchmark, processes)
+    for size in sizes:
+        table.row(size)
+    if table.errors:
+        e = table.errors[0]
+        raise ParseError(f"{source}: IMB {benchmark} {e.bytes} B: {e.kind}: {e.message}")
+    if not result.finished:
+        raise ParseError(
+            f"{source}: IMB output ends before 'All processes entering MPI_Finalize' "
+            f"(last {benchmark} size: {table.sizes()[-1] if table.rows else 'none'}): "
+            "the run crashed or was killed"
+        )
+    return table

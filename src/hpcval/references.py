@@ -1,0 +1,357 @@
+"""Per-site reference values: loading, validation and resolution.
+
+A site's references live in ``site-configs/<site>/references.yaml`` in
+ReFrame's external-reference format::
+
+    imb_pingpong_check:              # the check's class name
+      $index: [$environ, cache]      # optional: levels keyed by test attributes
+      '.*':                          # string keys are anchored regexes
+        warm:
+          lat_0B: [20.0, null, 0.0, us]    # [reference, lower, upper, unit]
+
+Without ``$index`` the levels are ReFrame scopes (``'*'``, ``'<system>'``,
+``'<system>:<partition>'``). Thresholds are fractions of the reference, as in
+ReFrame; ``null`` means unbounded on that side.
+
+ReFrame silently ignores several mistakes in such a file; hpcval turns each
+into an error naming the file, the key and the reason:
+
+* an entry for a check that does not exist (a typo or a renamed class);
+* a check (for example a site's subclass, which has a new class name) with no
+  entry of its own;
+* a variable the check does not report, and a reported variable with no
+  reference;
+* a quoted ``'2'`` where the indexed attribute is the integer ``2`` (and the
+  reverse), or an attribute value with no matching key;
+* non-numeric values, malformed tuples, thresholds ReFrame would reject at the
+  end of a run, units that differ from the check's.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcval.errors import ReferencesError
+
+REFERENCES_FILE = "references.yaml"
+SPECIAL_INDEX_KEYS = ("$system", "$partition", "$environ")
+_XFAIL = "$xfail"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One judged figure: a reference value with relative bounds and a unit."""
+
+    value: float
+    lower: float | None
+    upper: float | None
+    unit: str | None
+    xfail: str | None = None
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """Absolute (low, high) bounds, as ReFrame computes them."""
+
+        def bound(thres: float | None) -> float | None:
+            if thres is None:
+                return None
+            if self.value == 0:
+                return thres
+            return self.value * (1 + thres) if self.value > 0 else self.value * (1 - thres)
+
+        return bound(self.lower), bound(self.upper)
+
+    def as_reframe(self) -> Any:
+        """The tuple (or xfail object) ReFrame's ``reference`` expects."""
+        ref = (self.value, self.lower, self.upper, self.unit)
+        if self.xfail is not None:
+            from reframe.core.builtins import xfail
+
+            return xfail(self.xfail, ref)
+        return ref
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _keypath(parts: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def parse_reference(value: Any, path: str, key: str) -> Reference:
+    """Validate one ``[ref, lower, upper, unit]`` (or xfail) entry."""
+    xfail_msg = None
+    if isinstance(value, list) and value and value[0] == _XFAIL:
+        if len(value) != 3 or not isinstance(value[1], str):
+            raise ReferencesError(
+                path, key, f"an expected failure is ['$xfail', 'reason', [ref, lower, upper, "
+                f"unit]], got {value!r}"
+            )
+        xfail_msg, value = value[1], value[2]
+    if not isinstance(value, list) or len(value) not in (3, 4):
+        raise ReferencesError(
+            path, key, f"a reference is [value, lower, upper, unit], got {value!r}"
+        )
+    ref, lower, upper = value[:3]
+    unit = value[3] if len(value) == 4 else None
+    if not _is_number(ref):
+        raise ReferencesError(path, key, f"reference value must be a number, got {ref!r}")
+    for name, thres in (("lower", lower), ("upper", upper)):
+        if thres is not None and not _is_number(thres):
+            raise ReferencesError(
+                path, key, f"{name} threshold must be a number or null, got {thres!r}"
+            )
+    if ref != 0:
+        # The rules ReFrame's assert_reference enforces, checked before a run.
+        if lower is not None and not (-1 <= lower <= 0) and ref > 0:
+            raise ReferencesError(
+                path, key, f"lower threshold {lower} must be between -1 and 0 (a fraction of the "
+                "reference below it)"
+            )
+        if upper is not None and upper < 0 and ref > 0:
+            raise ReferencesError(
+                path, key, f"upper threshold {upper} must be >= 0 (a fraction above the reference)"
+            )
+    elif lower is not None and upper is not None and lower > upper:
+        raise ReferencesError(path, key, f"lower bound {lower} is above upper bound {upper}")
+    if unit is not None and not isinstance(unit, str):
+        raise ReferencesError(path, key, f"unit must be a string, got {unit!r}")
+    return Reference(float(ref), lower, upper, unit, xfail_msg)
+
+
+@dataclass
+class CheckEntry:
+    """The references of one check: an optional index and a nested mapping."""
+
+    name: str
+    index: tuple[str, ...] | None
+    data: dict[Any, Any]
+
+
+@dataclass
+class ReferencesFile:
+    """A validated references file."""
+
+    path: Path
+    entries: dict[str, CheckEntry]
+
+    def entry(self, name: str, bases: Iterable[str] = ()) -> CheckEntry:
+        """The entry of check ``name``; a specific error if there is none."""
+        if name in self.entries:
+            return self.entries[name]
+        hint = ""
+        for base in bases:
+            if base in self.entries:
+                hint = (
+                    f"; it derives from {base!r}, which has an entry: copy that entry under "
+                    f"{name!r}, or set `reference_entry = {base!r}` in the check"
+                )
+                break
+        else:
+            close = difflib.get_close_matches(name, self.entries, n=1)
+            if close:
+                hint = f"; did you mean {close[0]!r}?"
+        raise ReferencesError(
+            self.path, name, f"no references for check {name!r}{hint} (every hpcval check "
+            "needs an entry in its site's references file)"
+        )
+
+
+def _validate_levels(node: Any, depth: int, keys: list[Any], path: str) -> None:
+    """Walk ``depth`` index levels down to a {variable: reference} mapping."""
+    if depth == 0:
+        if not isinstance(node, dict) or not node:
+            raise ReferencesError(
+                path, _keypath(keys), f"expected a mapping of variable: [value, lower, upper, "
+                f"unit], got {node!r}"
+            )
+        for var, ref in node.items():
+            if not isinstance(var, str):
+                raise ReferencesError(
+                    path, _keypath([*keys, var]), "variable names must be strings"
+                )
+            parse_reference(ref, path, _keypath([*keys, var]))
+        return
+    if not isinstance(node, dict) or not node:
+        raise ReferencesError(
+            path, _keypath(keys), f"expected a mapping for the next index level, got {node!r}"
+        )
+    for key, sub in node.items():
+        _validate_levels(sub, depth - 1, [*keys, key], path)
+
+
+def load_references(path: str | Path, known_checks: Iterable[str] | None = None) -> ReferencesFile:
+    """Read and validate a references file.
+
+    ``known_checks``, when given, is the set of check class names that exist;
+    an entry for any other name is an error (a typo, or a renamed check).
+    """
+    path = Path(path)
+    spath = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ReferencesError(spath, "", "references file not found") from None
+    except OSError as err:
+        raise ReferencesError(spath, "", f"cannot read: {err.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise ReferencesError(spath, where, f"not valid YAML: {getattr(err, 'problem', err)}") \
+            from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ReferencesError(spath, "", "top level must map check names to references")
+
+    known = set(known_checks) if known_checks is not None else None
+    entries: dict[str, CheckEntry] = {}
+    for name, body in raw.items():
+        if not isinstance(name, str):
+            raise ReferencesError(spath, str(name), "check names must be strings")
+        if known is not None and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ReferencesError(spath, name, f"no check named {name!r}{hint}")
+        if not isinstance(body, dict):
+            raise ReferencesError(spath, name, f"expected a mapping, got {body!r}")
+        body = dict(body)
+        index = body.pop("$index", None)
+        if index is not None:
+            if (not isinstance(index, list) or not index
+                    or not all(isinstance(i, str) for i in index)):
+                raise ReferencesError(
+                    spath, f"{name}.$index", f"must be a list of attribute names, got {index!r}"
+                )
+            index = tuple(index)
+            _validate_levels(body, len(index), [name], spath)
+        else:
+            # ReFrame scopes: '*', 'system' or 'system:partition'
+            _validate_levels(body, 1, [name], spath)
+        entries[name] = CheckEntry(name, index, body)
+    return ReferencesFile(path, entries)
+
+
+def check_names_in(directory: str | Path) -> set[str]:
+    """Names of the classes defined in the check files below ``directory``
+    (read with :mod:`ast`, nothing is imported)."""
+    names: set[str] = set()
+    for file in Path(directory).rglob("*.py"):
+        try:
+            tree = ast.parse(file.read_text(), filename=str(file))
+        except (SyntaxError, OSError, UnicodeDecodeError):
+            continue
+        names.update(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
+    return names
+
+
+def _lookup_level(level: dict[Any, Any], attr: str, value: Any, path: str,
+                  keys: list[Any]) -> tuple[Any, Any]:
+    """Find ``value`` among the keys of one index level, ReFrame's way (exact
+    match, then keys as anchored regexes for strings), with loud errors where
+    ReFrame would silently drop the reference."""
+    if value in level and type(value) is type(next(k for k in level if k == value)):
+        return value, level[value]
+    for key in level:
+        if isinstance(key, str) and not isinstance(value, str) and key == str(value):
+            raise ReferencesError(
+                path, _keypath([*keys, repr(key)]),
+                f"key {key!r} is a string but {attr} is {type(value).__name__} {value!r}: "
+                "write it without quotes",
+            )
+        if isinstance(value, str) and not isinstance(key, str) and str(key) == value:
+            raise ReferencesError(
+                path, _keypath([*keys, key]),
+                f"key {key!r} is a {type(key).__name__} but {attr} is the string {value!r}: "
+                "quote it",
+            )
+    if isinstance(value, str):
+        for key in level:
+            if isinstance(key, str):
+                try:
+                    if re.fullmatch(key, value):
+                        return key, level[key]
+                except re.error as err:
+                    raise ReferencesError(
+                        path, _keypath([*keys, key]), f"invalid regular expression: {err}"
+                    ) from None
+    have = ", ".join(repr(k) for k in level)
+    raise ReferencesError(
+        path, _keypath(keys), f"no reference for {attr}={value!r} (keys here: {have})"
+    )
+
+
+def resolve(entry: CheckEntry, path: str | Path,
+            attribute: Callable[[str], Any], system: str, partition: str) -> dict[str, Reference]:
+    """The {variable: Reference} that apply to one test case.
+
+    ``attribute(name)`` returns the value of an index attribute (``$environ``,
+    ``num_tasks``, ...). Without an index, scopes are merged from ``'*'`` over
+    ``'<system>'`` to ``'<system>:<partition>'``, as ReFrame does.
+    """
+    spath = str(path)
+    if entry.index is None:
+        merged: dict[str, Any] = {}
+        for scope in ("*", system, f"{system}:{partition}"):
+            merged.update(entry.data.get(scope, {}))
+        unknown = [s for s in entry.data if s not in ("*", system, f"{system}:{partition}")
+                   and not s.startswith(f"{system}:")]
+        if not merged:
+            raise ReferencesError(
+                spath, entry.name, f"no scope applies to {system}:{partition} "
+                f"(scopes: {', '.join(map(repr, entry.data)) or 'none'}{'; ' if unknown else ''}"
+                f"{'unused: ' + ', '.join(map(repr, unknown)) if unknown else ''})"
+            )
+        return {v: parse_reference(r, spath, f"{entry.name}.{v}") for v, r in merged.items()}
+
+    node: Any = entry.data
+    keys: list[Any] = [entry.name]
+    for attr in entry.index:
+        try:
+            value = attribute(attr)
+        except AttributeError:
+            raise ReferencesError(
+                spath, f"{entry.name}.$index", f"the check has no attribute {attr!r}"
+            ) from None
+        key, node = _lookup_level(node, attr, value, spath, keys)
+        keys.append(key)
+    return {v: parse_reference(r, spath, _keypath([*keys, v])) for v, r in node.items()}
+
+
+def check_variables(refs: Mapping[str, Reference], reported: Mapping[str, str | None],
+                    path: str | Path, where: str) -> None:
+    """Every reported variable has a reference with its unit, and every
+    reference names a reported variable."""
+    missing = sorted(set(reported) - set(refs))
+    if missing:
+        raise ReferencesError(
+            str(path), where, f"missing reference for variable(s) {', '.join(missing)}: every "
+            "figure a check reports must be judged"
+        )
+    unknown = sorted(set(refs) - set(reported))
+    if unknown:
+        hints = []
+        for u in unknown:
+            close = difflib.get_close_matches(u, reported, n=1)
+            hints.append(f"{u} (did you mean {close[0]}?)" if close else u)
+        raise ReferencesError(
+            str(path), where, f"unknown variable(s) {', '.join(hints)}; the check reports "
+            f"{', '.join(sorted(reported))}"
+        )
+    for var, unit in reported.items():
+        ref_unit = refs[var].unit
+        if ref_unit is not None and unit is not None and ref_unit != unit:
+            raise ReferencesError(
+                str(path), f"{where}.{var}", f"unit {ref_unit!r} differs from the check's {unit!r}"
+            )

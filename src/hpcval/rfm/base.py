@@ -1,0 +1,206 @@
+"""The mixin every hpcval check derives from.
+
+It gives a check its site's references (loaded and validated by
+:mod:`hpcval.references`, never written in the check), makes a missing
+reference a failure, records which MPI stack ran, and stores the full data
+series a check measured so that reports can plot more than the judged points.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import reframe as rfm
+from reframe.core.builtins import run_after, run_before, variable
+from reframe.core.exceptions import ReframeError, SanityError
+from reframe.core.launchers import JobLauncher
+
+from hpcval import references as refs
+from hpcval.errors import HpcvalError, SiteError
+from hpcval.paths import project_root
+
+SERIES_FILE = "hpcval-series.json"
+
+# Validated references files, keyed by (path, mtime), so that each file is read
+# once per session however many checks use it.
+_CACHE: dict[tuple[str, float], refs.ReferencesFile] = {}
+
+
+class ReferencesFailure(ReframeError):
+    """A check's references are missing or wrong (shown as the failure reason)."""
+
+
+def _known_check_names(test: Any) -> set[str]:
+    names: set[str] = set()
+    stack = list(HpcvalTest.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        names.add(cls.__name__)
+        stack.extend(cls.__subclasses__())
+    dirs = {Path(test.prefix)}
+    try:
+        dirs.add(project_root() / "reframe-checks")
+    except SiteError:
+        pass
+    for d in dirs:
+        names |= refs.check_names_in(d)
+    return names
+
+
+def site_references(test: Any) -> refs.ReferencesFile:
+    """The validated references file of the site the test runs on."""
+    partition = test.current_partition
+    configured = partition.extras.get("references")
+    if not configured:
+        raise SiteError(
+            f"partition {partition.fullname!r} has no extras.references in its site config: "
+            "hpcval checks read their references from the file it names (use "
+            "hpcval.rfm.site.partition_extras; see docs/references.md)"
+        )
+    path = Path(configured)
+    if test.references_file != refs.REFERENCES_FILE:
+        path = path.parent / test.references_file
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        raise refs.ReferencesError(str(path), "", "references file not found") from None
+    key = (str(path), mtime)
+    if key not in _CACHE:
+        _CACHE[key] = refs.load_references(path, known_checks=_known_check_names(test))
+    return _CACHE[key]
+
+
+def _attribute(test: Any, name: str) -> Any:
+    if name == "$system":
+        return test.current_system.name
+    if name == "$partition":
+        return test.current_partition.fullname
+    if name == "$environ":
+        return test.current_environ.name
+    if name.startswith("$processor."):
+        return getattr(test.current_partition.processor, name.split(".", 1)[1])
+    return getattr(test, name)
+
+
+def last_level_cache_bytes(processor: Any) -> int | None:
+    """Size of the largest cache in a ReFrame processor description, or None
+    when the topology has not been detected."""
+    topology = getattr(processor, "topology", None) or {}
+    sizes = [c.get("size", 0) for c in topology.get("caches", [])]
+    return max(sizes) if sizes else None
+
+
+class _EnvironMpirun(JobLauncher):
+    """``mpirun -np N`` with the programming environment's own ``mpirun``, so
+    that two MPI stacks on one machine never launch each other's binaries."""
+
+    def __init__(self, mpirun: str, options: list[str]) -> None:
+        super().__init__()
+        self._mpirun = mpirun
+        self.options = list(options)
+
+    def command(self, job: Any) -> list[str]:
+        return [self._mpirun, "-np", str(job.num_tasks)]
+
+
+class HpcvalTest(rfm.RegressionTestPlugin):
+    """Base mixin of hpcval checks: ``class x_check(HpcvalTest, rfm.RunOnlyRegressionTest)``."""
+
+    #: Name of this check's entry in the site's references file. Defaults to
+    #: the class name; a site subclass may point it at its parent's entry.
+    #:
+    #: :type: :class:`str` or :obj:`None`
+    reference_entry = variable(str, type(None), value=None)
+
+    #: File name of the references, in the directory of the file the
+    #: partition's ``extras.references`` names.
+    #:
+    #: :type: :class:`str`
+    references_file = variable(str, value=refs.REFERENCES_FILE)
+
+    #: MPI stack of the programming environment (its ``extras.mpi_stack``).
+    #:
+    #: :type: :class:`str`
+    mpi_stack = variable(str, value="unknown", loggable=True)
+
+    @run_after("init")
+    def _hpcval_require_reference(self) -> None:
+        self.require_reference = True
+
+    @run_after("setup")
+    def _hpcval_setup(self) -> None:
+        self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
+        self._hpcval_refs = self._hpcval_resolve_references()
+        self.reference = {"*": {v: r.as_reframe() for v, r in self._hpcval_refs.items()}}
+
+    @run_before("run")
+    def _hpcval_launcher(self) -> None:
+        mpirun = self.current_environ.extras.get("mpirun")
+        launcher = self.job.launcher
+        if mpirun and type(launcher).__name__ == "MpirunLauncher":
+            self.job.launcher = _EnvironMpirun(str(mpirun), launcher.options)
+
+    @run_before("performance")
+    def _hpcval_check_variables(self) -> None:
+        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
+        try:
+            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
+                                 self._hpcval_entry_name)
+        except HpcvalError as err:
+            raise ReferencesFailure(str(err)) from None
+
+    def _hpcval_resolve_references(self) -> dict[str, refs.Reference]:
+        name = self.reference_entry or type(self).__name__
+        bases = [c.__name__ for c in type(self).__mro__[1:]]
+        try:
+            ref_file = site_references(self)
+            entry = ref_file.entry(name, bases)
+            resolved = refs.resolve(
+                entry, ref_file.path, lambda a: _attribute(self, a),
+                self.current_system.name, self.current_partition.name,
+            )
+        except HpcvalError as err:
+            raise ReferencesFailure(str(err)) from None
+        self._hpcval_refs_path = str(ref_file.path)
+        self._hpcval_entry_name = name
+        return resolved
+
+    def stdout_path(self) -> Path:
+        """The job's standard output in the stage directory."""
+        return Path(self.stagedir) / str(self.stdout.evaluate())
+
+    def parse_stdout(self, parser: Any) -> Any:
+        """``parser(text, source=path)`` on the job's output; a parse failure
+        (garbage, truncation, a benchmark's own error rows) becomes a sanity
+        failure carrying the parser's message."""
+        path = self.stdout_path()
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as err:
+            raise SanityError(f"cannot read {path}: {err.strerror}") from None
+        try:
+            return parser(text, source=str(path))
+        except HpcvalError as err:
+            raise SanityError(str(err)) from None
+
+    def record_series(self, name: str, x_label: str, x_unit: str,
+                      columns: dict[str, tuple[str, list[tuple[float, float]]]]) -> None:
+        """Store a measured series (e.g. time and bandwidth per message size)
+        for the report; ``columns`` maps a label to (unit, [(x, y), ...])."""
+        path = Path(self.stagedir) / SERIES_FILE
+        data: dict[str, Any] = {}
+        if path.exists():
+            data = json.loads(path.read_text())
+        data[name] = {
+            "x_label": x_label,
+            "x_unit": x_unit,
+            "columns": {k: {"unit": u, "points": pts} for k, (u, pts) in columns.items()},
+        }
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+        if SERIES_FILE not in self.keep_files:
+            self.keep_files.append(SERIES_FILE)

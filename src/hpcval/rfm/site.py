@@ -1,0 +1,154 @@
+"""Building blocks for site configurations in ``site-configs/<site>/config.py``.
+
+A site config stays declarative: it names its systems and partitions and asks
+this module for the parts every hpcval site shares (results store, report
+files, perflogs, where the references are) and for the MPI stacks detected on
+the machine.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from hpcval.paths import var_dir
+
+Environment = dict[str, Any]
+
+
+def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """The ``general``, ``storage`` and ``logging`` sections of a site.
+
+    Reports, perflogs, stage and
+    output directories and the results database go to the site's results store
+    (``var/<site>/``, or ``$HPCVAL_VAR/<site>``).
+    """
+    site_dir = Path(site_dir).resolve()
+    site = site_dir.name
+    store = var_dir(site, root=site_dir.parent.parent)
+    for sub in ("reports", "perflogs", "topology"):
+        (store / sub).mkdir(parents=True, exist_ok=True)
+    return {
+        "general": [
+            {
+                "report_file": str(store / "reports" / "run-report-{sessionid}.json"),
+                "topology_prefix": str(store / "topology"),
+                "check_search_path": [str(site_dir.parent.parent / "reframe-checks")],
+                "check_search_recursive": True,
+            }
+        ],
+        "storage": [{"enable": True, "sqlite_db_file": str(store / "results.db")}],
+        "logging": [
+            {
+                "level": "debug",
+                "handlers": [
+                    {"type": "stream", "name": "stdout", "level": "info",
+                     "format": "%(message)s"},
+                    {"type": "file", "name": str(store / "reframe.log"), "level": "debug",
+                     "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
+                     "append": True},
+                ],
+                "handlers_perflog": [
+                    {
+                        "type": "filelog",
+                        "prefix": "%(check_system)s/%(check_partition)s",
+                        "level": "info",
+                        "format": (
+                            "%(check_job_completion_time)s|%(check_info)s|%(check_environ)s|"
+                            "%(check_mpi_stack)s|%(check_perf_var)s=%(check_perf_value)s|"
+                            "ref=%(check_perf_ref)s (l=%(check_perf_lower_thres)s, "
+                            "u=%(check_perf_upper_thres)s)|%(check_perf_unit)s|"
+                            "%(check_result)s"
+                        ),
+                        "append": True,
+                        "basedir": str(store / "perflogs"),
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def partition_extras(site_dir: str | Path, **extras: Any) -> dict[str, Any]:
+    """``extras`` of a partition: where its references are, plus any others.
+
+    ReFrame 4.10's configuration schema has no ``general.reference_prefix``
+    (only the ``RFM_REFERENCE_PREFIX`` variable), so the site config names its
+    references file here and :class:`hpcval.rfm.HpcvalTest` reads it.
+    """
+    return {"references": str(Path(site_dir).resolve() / "references.yaml"), **extras}
+
+
+def site_prefix(site_dir: str | Path) -> str:
+    """Stage and output directories of a site's runs."""
+    site_dir = Path(site_dir).resolve()
+    return str(var_dir(site_dir.name, root=site_dir.parent.parent))
+
+
+def intel_mpi_from_pypi(prefix: str | Path | None = None) -> Environment | None:
+    """Intel MPI installed from PyPI (``impi-rt``/``impi-devel``) into the
+    Python environment that runs ReFrame, or ``None`` when it is not there."""
+    prefix = Path(prefix or sys.prefix)
+    mpirun = prefix / "bin" / "mpirun"
+    if not (mpirun.exists() and (prefix / "lib" / "libmpi.so.12").exists()):
+        return None
+    try:
+        version = metadata.version("impi-rt")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    features = ["mpi", "impi"]
+    if (prefix / "bin" / "IMB-MPI1").exists():
+        features.append("imb")
+    lib = str(prefix / "lib")
+    return {
+        "name": "impi",
+        "features": features,
+        "cc": str(prefix / "bin" / "mpicc"),
+        "cxx": str(prefix / "bin" / "mpicxx"),
+        "ftn": str(prefix / "bin" / "mpif90"),
+        "env_vars": [
+            ["PATH", f"{prefix / 'bin'}:$PATH"],
+            ["LD_LIBRARY_PATH", f"{lib}:$LD_LIBRARY_PATH"],
+            ["FI_PROVIDER_PATH", lib],
+        ],
+        "extras": {"mpi_stack": f"intel-mpi@{version}", "mpirun": str(mpirun)},
+    }
+
+
+def _system_mpi(name: str, stack: str, mpirun_name: str, mpicc_name: str,
+                env_vars: list[list[str]]) -> Environment | None:
+    mpirun = shutil.which(mpirun_name)
+    if mpirun is None:
+        return None
+    mpicc = shutil.which(mpicc_name) or "mpicc"
+    return {
+        "name": name,
+        "features": ["mpi", name],
+        "cc": mpicc,
+        "env_vars": env_vars,
+        "extras": {"mpi_stack": stack, "mpirun": mpirun},
+    }
+
+
+def open_mpi_from_system() -> Environment | None:
+    """Debian's/Ubuntu's Open MPI (``mpirun.openmpi``), if installed."""
+    return _system_mpi(
+        "openmpi", "openmpi (system)", "mpirun.openmpi", "mpicc.openmpi",
+        # Open MPI refuses to start as root without these.
+        [["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
+         ["OMPI_MCA_rmaps_base_oversubscribe", "1"]],
+    )
+
+
+def mpich_from_system() -> Environment | None:
+    """Debian's/Ubuntu's MPICH (``mpirun.mpich``), if installed."""
+    return _system_mpi("mpich", "mpich (system)", "mpirun.mpich", "mpicc.mpich", [])
+
+
+def detected_environments() -> list[Environment]:
+    """Every MPI stack found on this machine, Intel MPI from PyPI first."""
+    envs = [intel_mpi_from_pypi(), open_mpi_from_system(), mpich_from_system()]
+    return [e for e in envs if e is not None]
