@@ -11,8 +11,11 @@ Everything the lab creates is recorded in a state file as it is created, so
 :func:`hpcval.lab.cluster.up`.
 """
 
-from hpcval.lab.cluster import down, status, up
+from hpcval.lab.cluster import current_fabric, down, set_fabric, status, up
 from hpcval.lab.fabric import PROFILES, apply_profile
 from hpcval.lab.layout import LabLayout
 
-__all__ = ["LabLayout", "PROFILES", "apply_profile", "down", "status", "up"]
+__all__ = [
+    "LabLayout", "PROFILES", "apply_profile", "current_fabric", "down", "set_fabric", "status",
+    "up",
+]

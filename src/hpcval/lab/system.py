@@ -75,9 +75,13 @@ def pid_alive(pid: int) -> bool:
 
 
 def pid_executable(pid: int) -> str | None:
-    """Base name of the executable of ``pid`` or None if it is gone."""
+    """Command name of ``pid`` (``/proc/PID/comm``) or None if it is gone.
+
+    The command name, not the executable's path: Debian installs the daemons as
+    ``slurmd-wlm`` etc. behind ``slurmd`` alternatives links.
+    """
     try:
-        return Path(os.readlink(f"/proc/{pid}/exe")).name.removesuffix(" (deleted)")
+        return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return None
 

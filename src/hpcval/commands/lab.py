@@ -1,0 +1,93 @@
+"""``hpcval lab``: a Slurm cluster of network namespaces on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from hpcval.lab import cluster
+from hpcval.lab.fabric import PROFILES
+from hpcval.lab.layout import NODE_IFACE
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "lab",
+        help="run a multi-node Slurm lab on this machine (needs root)",
+        description="A real Slurm cluster on one machine: one slurmd per network namespace, "
+        "joined by a bridge in 198.18.0.0/15, links shaped by fabric profiles.",
+    )
+    sub = p.add_subparsers(dest="lab_command", metavar="ACTION")
+    sub.required = True
+
+    up = sub.add_parser("up", help="create the lab and wait until all nodes are idle")
+    up.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
+    up.add_argument("--fabric", default="unshaped", choices=list(PROFILES),
+                    help="fabric profile of the links (default unshaped)")
+    up.set_defaults(func=_up)
+
+    down = sub.add_parser("down", help="stop the lab's daemons and remove everything it added")
+    down.set_defaults(func=_down)
+
+    st = sub.add_parser("status", help="show nodes, daemons and fabric; exit 1 if unhealthy")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_status)
+
+    fab = sub.add_parser("fabric", help="switch the links of a running lab to a profile")
+    fab.add_argument("profile", nargs="?", choices=list(PROFILES),
+                     help="profile to apply; without it, list profiles and the current one")
+    fab.set_defaults(func=_fabric)
+
+
+def _up(args: argparse.Namespace) -> int:
+    layout = cluster.up(args.nodes, fabric=args.fabric)
+    print(
+        f"""
+lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{args.fabric}'
+  sinfo                                   # nodes should be idle
+  srun -N {args.nodes} hostname                      # one line per node
+  reframe -C site-configs/lab/config.py -c reframe-checks/mpi -n internode -r
+  hpcval lab fabric 1g                    # shape the links to 1 Gbit/s
+  hpcval lab status
+  hpcval lab down                         # remove everything again
+MPI over TCP: FI_PROVIDER=tcp FI_TCP_IFACE={NODE_IFACE} (see docs/lab.md)"""
+    )
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    cluster.down()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    st = cluster.status()
+    if args.json:
+        print(json.dumps(asdict(st), indent=2))
+        return 0 if st.up and not st.problems else 1
+    if not st.up and not st.nodes:
+        print(f"lab: down (no state file {st.state_file})")
+        return 1
+    print(f"lab: {'up' if st.up else 'NOT READY'}, fabric '{st.fabric}'")
+    for key, text in st.daemons.items():
+        print(f"  {key:<18} {text}")
+    print(f"  {'node':<8} {'address':<14} {'slurm':<10} {'rx MB':>10} {'tx MB':>10}  qdisc")
+    for n in st.nodes:
+        print(f"  {n.name:<8} {n.address:<14} {n.slurm_state:<10} "
+              f"{n.rx_bytes / 1e6:>10.1f} {n.tx_bytes / 1e6:>10.1f}  {n.qdisc}")
+    for problem in st.problems:
+        print(f"  problem: {problem}")
+    return 0 if st.up and not st.problems else 1
+
+
+def _fabric(args: argparse.Namespace) -> int:
+    if args.profile is None:
+        current = cluster.current_fabric()
+        for prof in PROFILES.values():
+            mark = "*" if prof.name == current else " "
+            print(f"{mark} {prof.name:<9} {prof.description}")
+        return 0
+    prof = cluster.set_fabric(args.profile)
+    print(f"lab: fabric is now '{prof.name}' ({prof.description})")
+    return 0

@@ -1,0 +1,282 @@
+"""Bring the lab up, take it down, report its status."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcval.lab import fabric as fabric_mod
+from hpcval.lab import network, slurm
+from hpcval.lab.layout import BRIDGE, NODE_IFACE, LabLayout, default_state_dir
+from hpcval.lab.state import LabState
+from hpcval.lab.system import (
+    LabError,
+    pid_alive,
+    pid_executable,
+    require_programs,
+    require_root,
+    stop_pid,
+)
+
+NETNS_PREFIX = "hpcval-lab-n"
+LINK_PREFIX = "hvlab"
+
+
+def layout_from_state(state: LabState, state_dir: Path) -> LabLayout:
+    return LabLayout(nodes_count=max(state.nodes, 1), state_dir=state_dir,
+                     subnet=state.subnet or "198.18.0.0/24")
+
+
+def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
+       log=print) -> LabLayout:
+    """Create the lab and wait until every node is idle in Slurm.
+
+    On any failure the partial lab is taken down again before the error is raised.
+    """
+    require_root("up")
+    require_programs("ip", "tc", "unshare", "munged", "slurmctld", "slurmd", "sinfo")
+    fabric_mod.get_profile(fabric)  # fail on a bad name before creating anything
+    state_dir = state_dir or default_state_dir()
+    layout = LabLayout(nodes_count=nodes, state_dir=state_dir)
+    existing = LabState.load(layout.state_file)
+    if existing is not None:
+        raise LabError(
+            f"a lab is already recorded in {layout.state_file} ({existing.nodes} nodes); "
+            "run 'hpcval lab down' first"
+        )
+    leftovers = [n for n in network.existing_netns() if n.startswith(NETNS_PREFIX)]
+    if leftovers or BRIDGE in network.existing_links():
+        raise LabError(
+            f"lab network objects exist without a state file ({', '.join(leftovers) or BRIDGE});"
+            " run 'hpcval lab down' to remove them"
+        )
+    state = LabState(nodes=nodes, subnet=layout.subnet, fabric="unshaped")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o755)
+    layout.log_dir.mkdir(parents=True, exist_ok=True)
+    state.save(layout.state_file)
+    try:
+        log(f"lab: bridge {BRIDGE} {layout.bridge_address}/{layout.prefixlen}")
+        network.create_bridge(layout, state)
+        for node in layout.nodes:
+            log(f"lab: node {node.name} netns {node.netns} {node.address} ({NODE_IFACE})")
+            network.create_node(layout, node, state)
+        network.add_hosts_lines(layout, state)
+        cpus = slurm.node_cpus()
+        slurm.write_system_file(slurm.SLURM_CONF, slurm.slurm_conf(layout, cpus),
+                                state.created_files)
+        state.save(layout.state_file)
+        slurm.write_system_file(slurm.CGROUP_CONF, slurm.cgroup_conf(), state.created_files)
+        state.save(layout.state_file)
+        _record(state, layout, "munged", "munged", slurm.start_munged(layout))
+        _record(state, layout, "slurmctld", "slurmctld", slurm.start_slurmctld(layout))
+        for node in layout.nodes:
+            _record(state, layout, f"slurmd-{node.name}", "slurmd",
+                    slurm.start_slurmd(layout, node))
+        if fabric != "unshaped":
+            fabric_mod.apply_profile(layout, fabric)
+        state.fabric = fabric
+        state.save(layout.state_file)
+        log(f"lab: waiting for {nodes} node(s) to become idle ...")
+        slurm.wait_idle(layout)
+        state.ready = True
+        state.save(layout.state_file)
+    except BaseException:
+        log("lab: 'up' failed; taking the partial lab down again")
+        down(state_dir=state_dir, log=log)
+        raise
+    return layout
+
+
+def _record(state: LabState, layout: LabLayout, key: str, exe: str, pid: int) -> None:
+    state.daemons[key] = {"pid": pid, "exe": exe}
+    state.save(layout.state_file)
+
+
+@dataclass
+class DownReport:
+    stopped: list[str] = field(default_factory=list)
+    netns: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    lines: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+def down(state_dir: Path | None = None, log=print) -> DownReport:
+    """Undo everything ``up`` did (or the part of it that happened). Idempotent."""
+    require_root("down")
+    state_dir = state_dir or default_state_dir()
+    state_file = state_dir / "state.json"
+    state = LabState.load(state_file) or LabState()
+    report = DownReport()
+
+    # daemons recorded in the state file, and any whose PID file exists (a daemon
+    # that started just before a failure could not be recorded)
+    daemons: dict[str, tuple[int, str]] = {
+        k: (int(v["pid"]), str(v["exe"])) for k, v in state.daemons.items()
+    }
+    for pid_file, exe in _pid_files(state_dir):
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        daemons.setdefault(pid_file.stem, (pid, exe))
+    # slurmd first (they run the jobs), then the controller, munge last
+    order = sorted(daemons, key=lambda k: (0 if k.startswith("slurmd") else
+                                           1 if k == "slurmctld" else 2, k))
+    for key in order:
+        pid, exe = daemons[key]
+        if stop_pid(pid, exe):
+            report.stopped.append(f"{key} (pid {pid})")
+
+    # namespaces: stop what still runs inside them (job steps left by slurmd), then delete
+    names = set(state.netns) | {n for n in network.existing_netns()
+                                if n.startswith(NETNS_PREFIX)}
+    for ns in sorted(names):
+        if ns not in network.existing_netns():
+            continue
+        _stop_netns_processes(ns)
+        network.run(["ip", "netns", "del", ns], check=False)
+        report.netns.append(ns)
+
+    links = set(state.links) | {lk for lk in network.existing_links()
+                                if lk.startswith(LINK_PREFIX)}
+    present = set(network.existing_links())
+    for link in sorted(links, key=lambda x: x == BRIDGE):  # bridge last
+        if link in present:
+            network.run(["ip", "link", "del", link], check=False)
+            report.links.append(link)
+
+    files = {network.HOSTS: []}
+    for path, lines in state.added_lines.items():
+        files[Path(path)] = lines
+    for path, lines in files.items():
+        report.lines += network.remove_added_lines(path, lines)
+
+    created = {Path(p) for p in state.created_files} | {slurm.SLURM_CONF, slurm.CGROUP_CONF}
+    for path in sorted(created):
+        if path.exists() and slurm.owned_by_lab(path):
+            path.unlink()
+            report.files.append(str(path))
+
+    _remove_state_dir(state_dir)
+    log(
+        "lab: down: stopped "
+        + (", ".join(report.stopped) or "no daemons")
+        + f"; removed {len(report.netns)} namespace(s), {len(report.links)} link(s), "
+        f"{report.lines} added line(s), {len(report.files)} file(s)"
+    )
+    return report
+
+
+def _pid_files(state_dir: Path) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    if (state_dir / "munge" / "munged.pid").exists():
+        found.append((state_dir / "munge" / "munged.pid", "munged"))
+    if (state_dir / "slurmctld.pid").exists():
+        found.append((state_dir / "slurmctld.pid", "slurmctld"))
+    found.extend((p, "slurmd") for p in sorted(state_dir.glob("slurmd-*.pid")))
+    return found
+
+
+def _stop_netns_processes(ns: str) -> None:
+    pids = network.netns_pids(ns)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            if pid_alive(pid):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+            time.sleep(0.1)
+        pids = [p for p in pids if pid_alive(p)]
+        if not pids:
+            return
+
+
+def _remove_state_dir(state_dir: Path) -> None:
+    if not state_dir.exists():
+        return
+    for path in sorted(state_dir.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()
+        else:
+            path.unlink()
+    state_dir.rmdir()
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    address: str
+    netns_present: bool
+    slurm_state: str
+    qdisc: str
+    rx_bytes: int
+    tx_bytes: int
+
+
+@dataclass
+class LabStatus:
+    up: bool
+    nodes: list[NodeStatus] = field(default_factory=list)
+    daemons: dict[str, str] = field(default_factory=dict)
+    fabric: str = ""
+    state_file: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def status(state_dir: Path | None = None) -> LabStatus:
+    state_dir = state_dir or default_state_dir()
+    state = LabState.load(state_dir / "state.json")
+    if state is None:
+        return LabStatus(up=False, state_file=str(state_dir / "state.json"))
+    layout = layout_from_state(state, state_dir)
+    result = LabStatus(up=state.ready, fabric=state.fabric,
+                       state_file=str(layout.state_file))
+    for key, info in sorted(state.daemons.items()):
+        pid, exe = int(info["pid"]), str(info["exe"])
+        running = pid_alive(pid) and pid_executable(pid) == exe
+        result.daemons[key] = f"pid {pid} {'running' if running else 'NOT RUNNING'}"
+        if not running:
+            result.problems.append(f"{key} (pid {pid}) is not running")
+    states = slurm.node_states()
+    present = set(network.existing_netns())
+    for node in layout.nodes:
+        ns_ok = node.netns in present
+        rx, tx = network.link_bytes(NODE_IFACE, node.netns) if ns_ok else (0, 0)
+        qdisc = fabric_mod.link_qdisc(NODE_IFACE, node.netns) if ns_ok else "-"
+        st = states.get(node.name, "unknown")
+        result.nodes.append(NodeStatus(node.name, node.address, ns_ok, st, qdisc, rx, tx))
+        if not ns_ok:
+            result.problems.append(f"namespace {node.netns} is missing")
+        elif st != "idle" and not st.startswith(("alloc", "mix")):
+            result.problems.append(f"{node.name} is {st}")
+    if not state.ready:
+        result.problems.append("lab is not ready ('up' did not finish)")
+    return result
+
+
+def set_fabric(profile: str, state_dir: Path | None = None) -> fabric_mod.FabricProfile:
+    """Switch a running lab to fabric ``profile``."""
+    require_root("fabric")
+    state_dir = state_dir or default_state_dir()
+    state = LabState.load(state_dir / "state.json")
+    if state is None or not state.ready:
+        raise LabError("no lab is up (run 'hpcval lab up --nodes N' first)")
+    layout = layout_from_state(state, state_dir)
+    prof = fabric_mod.apply_profile(layout, profile)
+    state.fabric = prof.name
+    state.save(layout.state_file)
+    return prof
+
+
+def current_fabric(state_dir: Path | None = None) -> str | None:
+    """The fabric profile of the running lab, or None if no lab is up."""
+    state = LabState.load((state_dir or default_state_dir()) / "state.json")
+    return state.fabric if state is not None and state.ready else None

@@ -1,0 +1,93 @@
+"""Lab pieces that need neither root nor Slurm."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+
+from hpcval.lab import cluster, system
+from hpcval.lab.fabric import PROFILES, get_profile
+from hpcval.lab.layout import BENCH_NET, MARKER, LabLayout
+from hpcval.lab.network import remove_added_lines
+from hpcval.lab.slurm import slurm_conf
+from hpcval.lab.state import LabState
+from hpcval.lab.system import LabError
+
+
+def test_addresses_stay_in_the_benchmarking_range(tmp_path: Path) -> None:
+    layout = LabLayout(nodes_count=4, state_dir=tmp_path, controller_host="ctl")
+    addrs = [layout.bridge_address] + [n.address for n in layout.nodes]
+    assert addrs == ["198.18.0.1", "198.18.0.11", "198.18.0.12", "198.18.0.13", "198.18.0.14"]
+    assert all(ipaddress.ip_address(a) in BENCH_NET for a in addrs)
+    assert layout.nodelist == "lab-n[1-4]"
+    with pytest.raises(ValueError, match="outside"):
+        LabLayout(nodes_count=2, state_dir=tmp_path, subnet="10.0.0.0/24")
+
+
+def test_slurm_conf_has_what_debian_slurm_needs(tmp_path: Path) -> None:
+    layout = LabLayout(nodes_count=2, state_dir=tmp_path, controller_host="myhost")
+    text = slurm_conf(layout, cpus=2)
+    assert text.startswith(MARKER)
+    assert "SlurmctldHost=myhost(198.18.0.1)" in text
+    assert "SlurmdParameters=config_overrides" in text
+    assert "MailProg=/bin/true" in text
+    assert "NodeName=lab-n2 NodeAddr=198.18.0.12" in text
+    assert "PartitionName=lab Nodes=lab-n[1-2]" in text
+    assert f"AuthInfo=socket={tmp_path}/munge/munge.socket.2" in text
+
+
+def test_fabric_profiles() -> None:
+    assert {"unshaped", "10g", "1g"} <= set(PROFILES)
+    assert PROFILES["unshaped"].rate_bps is None
+    args = get_profile("1g").tbf_args()
+    assert args[:3] == ["tbf", "rate", "1000000000bit"]
+    with pytest.raises(LabError, match="unknown fabric profile '2g'"):
+        get_profile("2g")
+
+
+def test_remove_added_lines_keeps_everything_else(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n198.18.0.11 lab-n1 # hpcval-lab\n::1 ip6\n"
+                     f"198.18.0.12 lab-n2 {MARKER}\n")
+    removed = remove_added_lines(hosts, ["198.18.0.11 lab-n1 # hpcval-lab"])
+    assert removed == 2
+    assert hosts.read_text() == "127.0.0.1 localhost\n::1 ip6\n"
+    assert remove_added_lines(hosts, []) == 0
+    assert remove_added_lines(tmp_path / "absent", ["x"]) == 0
+
+
+def test_state_round_trip_and_torn_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    assert LabState.load(path) is None
+    state = LabState(nodes=2, netns=["a"], daemons={"munged": {"pid": 1, "exe": "munged"}})
+    state.save(path)
+    assert LabState.load(path) == state
+    path.write_text("{ torn")
+    assert LabState.load(path) == LabState()
+
+
+@pytest.mark.parametrize("action", ["up", "down", "fabric"])
+def test_without_root_the_error_says_so(monkeypatch: pytest.MonkeyPatch, action: str) -> None:
+    monkeypatch.setattr(system.os, "geteuid", lambda: 1000)
+    with pytest.raises(LabError, match=f"'hpcval lab {action}' needs root"):
+        if action == "up":
+            cluster.up(2)
+        elif action == "down":
+            cluster.down()
+        else:
+            cluster.set_fabric("1g")
+
+
+def test_stop_pid_never_signals_another_program() -> None:
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        assert system.stop_pid(proc.pid, "slurmd") is False
+        assert proc.poll() is None
+        assert system.stop_pid(proc.pid, "sleep") is True
+    finally:
+        proc.kill()
+        proc.wait()
