@@ -39,7 +39,7 @@ class imb_pingpong_check(HpcvalTest, rfm.RunOnlyRegressionTest):
     #: Repetitions per message size (``-iter N -iter_policy off``).
     #:
     #: :type: :class:`int`
-    repetitions = variable(int, value=1000, loggable=True)
+    repetitions = variable(int, value=500, loggable=True)
 
     #: Largest message size as a power of two (22: 4 MiB).
     #:
@@ -89,8 +89,10 @@ class imb_pingpong_check(HpcvalTest, rfm.RunOnlyRegressionTest):
     @sanity_function
     def complete_table(self):
         table = self.table()
+        judged = {v: ("one-way latency", s) for v, s in LATENCY_SIZES.items()}
+        judged |= {v: ("bandwidth", s) for v, s in BANDWIDTH_SIZES.items()}
         self.record_series("PingPong", "message size", "B", {
             "one-way latency": ("us", table.series("t_usec")),
             "bandwidth": ("MB/s", table.series("mbytes_per_sec")),
-        })
+        }, judged)
         return True

@@ -166,13 +166,16 @@ class ReferencesFile:
         )
 
 
-def _validate_levels(node: Any, depth: int, keys: list[Any], path: str) -> None:
+def _validate_levels(node: Any, depth: int, keys: list[Any], path: str,
+                     index: tuple[str, ...] = ()) -> None:
     """Walk ``depth`` index levels down to a {variable: reference} mapping."""
     if depth == 0:
         if not isinstance(node, dict) or not node:
+            levels = (f" (the $index {list(index)} puts {len(index)} level(s) above the "
+                      "variables: is a level missing?)" if index else "")
             raise ReferencesError(
                 path, _keypath(keys), f"expected a mapping of variable: [value, lower, upper, "
-                f"unit], got {node!r}"
+                f"unit], got {node!r}{levels}"
             )
         for var, ref in node.items():
             if not isinstance(var, str):
@@ -186,7 +189,7 @@ def _validate_levels(node: Any, depth: int, keys: list[Any], path: str) -> None:
             path, _keypath(keys), f"expected a mapping for the next index level, got {node!r}"
         )
     for key, sub in node.items():
-        _validate_levels(sub, depth - 1, [*keys, key], path)
+        _validate_levels(sub, depth - 1, [*keys, key], path, index)
 
 
 def load_references(path: str | Path, known_checks: Iterable[str] | None = None) -> ReferencesFile:
@@ -235,7 +238,7 @@ def load_references(path: str | Path, known_checks: Iterable[str] | None = None)
                     spath, f"{name}.$index", f"must be a list of attribute names, got {index!r}"
                 )
             index = tuple(index)
-            _validate_levels(body, len(index), [name], spath)
+            _validate_levels(body, len(index), [name], spath, index)
         else:
             # ReFrame scopes: '*', 'system' or 'system:partition'
             _validate_levels(body, 1, [name], spath)
@@ -355,3 +358,106 @@ def check_variables(refs: Mapping[str, Reference], reported: Mapping[str, str | 
             raise ReferencesError(
                 str(path), f"{where}.{var}", f"unit {ref_unit!r} differs from the check's {unit!r}"
             )
+
+
+def _case_key(case: Any, attr: str) -> Any:
+    """Value of an index attribute in a run report's test case."""
+    raw = case.raw
+    if attr == "$system":
+        return case.system
+    if attr == "$partition":
+        return f"{case.system}:{case.partition}"
+    if attr == "$environ":
+        return case.environ
+    if attr.startswith("$processor."):
+        raise ReferencesError("", attr, "cannot capture references indexed by processor "
+                              "attributes from a run report; write them by hand")
+    if attr not in raw:
+        raise ReferencesError("", attr, f"the run report has no attribute {attr!r} for "
+                              f"{case.display_name} (is it loggable?)")
+    return raw[attr]
+
+
+def _captured(value: float, tolerance: float, old: Reference | None, unit: str) -> list[Any]:
+    lower: float | None = -tolerance
+    upper: float | None = tolerance
+    if old is not None:
+        # Keep a side the site left unbounded on purpose.
+        lower = None if old.lower is None else lower
+        upper = None if old.upper is None else upper
+    return [float(f"{value:.6g}"), lower, upper, unit]
+
+
+def capture(report: Any, tolerance: float, existing: ReferencesFile | None) -> dict[str, Any]:
+    """References from a run's measured values: each figure becomes
+    ``[value, -tolerance, +tolerance, unit]``. The index of an existing entry
+    is kept; a new check is indexed by environment and its parameters. Entries
+    of checks absent from the run are kept unchanged."""
+    if not 0 < tolerance < 1:
+        raise ReferencesError("", "--tolerance", f"must be a fraction between 0 and 1, got "
+                              f"{tolerance}")
+    out: dict[str, Any] = {}
+    if existing is not None:
+        for name, entry in existing.entries.items():
+            body = dict(entry.data)
+            if entry.index:
+                body = {"$index": list(entry.index), **body}
+            out[name] = body
+    for case in report.cases:
+        if not case.perf or case.result not in ("pass", "fail"):
+            continue  # no figures, or sanity failed: nothing trustworthy to capture
+        name = case.check
+        old_entry = existing.entries.get(name) if existing else None
+        params = [p.split("=", 1)[0].lstrip("%") for p in case.display_name.split()[1:]
+                  if p.startswith("%")]
+        index = list(old_entry.index) if old_entry and old_entry.index else \
+            ["$environ", *params]
+        body = out.setdefault(name, {})
+        if old_entry is None or not old_entry.index:
+            body.clear()
+        body["$index"] = index
+        node = body
+        for attr in index:
+            node = node.setdefault(_case_key(case, attr), {})
+        old_refs: dict[str, Reference] = {}
+        if old_entry is not None and old_entry.index:
+            try:
+                old_refs = resolve(old_entry, existing.path if existing else "",
+                                   lambda a, c=case: _case_key(c, a), case.system,
+                                   case.partition)
+            except ReferencesError:
+                old_refs = {}
+        for p in case.perf:
+            if p.value is None:
+                continue
+            node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit)
+    return out
+
+
+class _FlowList(list):
+    """A reference tuple, dumped on one line."""
+
+
+def _flow_representer(dumper: yaml.SafeDumper, data: _FlowList) -> yaml.Node:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+
+def dump_references(data: dict[str, Any], header: str = "") -> str:
+    """YAML a person can review: reference tuples on one line, index first."""
+
+    def flow(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: flow(v) for k, v in node.items()}
+        if isinstance(node, list) and node and not isinstance(node[0], str):
+            return _FlowList(node)
+        if isinstance(node, list) and node and node[0] == _XFAIL:
+            return _FlowList([node[0], node[1], _FlowList(node[2])])
+        return _FlowList(node) if isinstance(node, list) else node
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_representer(_FlowList, _flow_representer)
+    text = yaml.dump(flow(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
+                     width=100)
+    return header + text

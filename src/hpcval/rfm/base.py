@@ -187,9 +187,12 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             raise SanityError(str(err)) from None
 
     def record_series(self, name: str, x_label: str, x_unit: str,
-                      columns: dict[str, tuple[str, list[tuple[float, float]]]]) -> None:
+                      columns: dict[str, tuple[str, list[tuple[float, float]]]],
+                      judged: dict[str, tuple[str, float]] | None = None) -> None:
         """Store a measured series (e.g. time and bandwidth per message size)
-        for the report; ``columns`` maps a label to (unit, [(x, y), ...])."""
+        for the report; ``columns`` maps a label to (unit, [(x, y), ...]) and
+        ``judged`` maps a performance variable to the (column, x) it judges,
+        so the report can draw its reference band."""
         path = Path(self.stagedir) / SERIES_FILE
         data: dict[str, Any] = {}
         if path.exists():
@@ -198,6 +201,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             "x_label": x_label,
             "x_unit": x_unit,
             "columns": {k: {"unit": u, "points": pts} for k, (u, pts) in columns.items()},
+            "judged": {v: {"column": c, "x": x} for v, (c, x) in (judged or {}).items()},
         }
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1))

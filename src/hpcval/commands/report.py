@@ -1,0 +1,26 @@
+"""``hpcval report``: verdict and HTML report of a stored run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hpcval.runner import latest_report, publish
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="print the verdict of a stored run and write its HTML report",
+        description="Render a ReFrame run report (default: the site's latest) as a verdict "
+        "table and an HTML report. Exits non-zero when the run had failures.",
+    )
+    p.add_argument("--site", default="local", help="site whose results store to use")
+    p.add_argument("run_report", nargs="?", type=Path, help="a ReFrame JSON run report")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = args.run_report or latest_report(args.site)
+    report, _ = publish(path, args.site)
+    return 1 if report.failures else 0

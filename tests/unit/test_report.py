@@ -1,0 +1,76 @@
+"""Verdict table and HTML report from ReFrame run reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hpcval.errors import HpcvalError
+from hpcval.report import load_run_report, render_html, verdict_table, write_html
+
+
+def run_report(tmp_path, testcases):
+    data = {"session_info": {"hostname": "node1", "time_start": "2026-11-22T10:00:00",
+                             "version": "4.10.4"},
+            "runs": [{"testcases": testcases}]}
+    path = tmp_path / "run-report-1.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def case(name, result, perf=None, **kw):
+    return {"display_name": name, "unique_name": name.replace(" ", "_"), "system": "local",
+            "partition": "default", "environ": "impi", "result": result,
+            "perfvalues": perf or {}, "mpi_stack": "intel-mpi@2021.18", **kw}
+
+
+def test_verdict_names_failing_variable_value_and_bound(tmp_path):
+    path = run_report(tmp_path, [
+        case("imb_pingpong_check %cache=warm", "fail", {
+            "local:default:lat_0B": [1.78, 0.001, None, 0.0, "us", "fail"],
+            "local:default:bw_4MiB": [10874.0, 200.0, 0.0, None, "MB/s", "pass"],
+        }, fail_phase="performance", fail_reason="failed to meet reference"),
+        case("imb_pingpong_check %cache=cold", "fail", fail_phase="sanity",
+             fail_reason="IMB PingPong 1048576 B not measured: out-of-mem\nmore"),
+        case("osu_bw_check", "skip"),
+    ])
+    report = load_run_report(path)
+    text = verdict_table(report)
+    assert "lat_0B = 1.78 us is outside <= 0.001 (reference 0.001)" in text
+    assert "bw_4MiB   10,874 MB/s" in text and ">= 200.0" in text
+    assert "sanity: IMB PingPong 1048576 B not measured: out-of-mem" in text
+    assert text.rstrip().endswith("3 test case(s), 2 failed, 1 skipped: FAIL")
+    html = render_html(report)
+    assert "<td class='FAIL'>FAIL</td>" in html and "out-of-mem" in html
+
+
+def test_retried_case_counts_once_with_its_last_result(tmp_path):
+    path = run_report(tmp_path, [])
+    data = json.loads(path.read_text())
+    data["runs"] = [{"testcases": [case("x_check", "fail")]},
+                    {"testcases": [case("x_check", "pass")]}]
+    path.write_text(json.dumps(data))
+    report = load_run_report(path)
+    assert [c.result for c in report.cases] == ["pass"] and not report.failures
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "run report not found"),
+    ("{not json", "not a readable ReFrame run report"),
+    ('{"runs": 1}', "not a ReFrame run report"),
+])
+def test_bad_run_reports(tmp_path, content, message):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(HpcvalError, match=message) as err:
+        load_run_report(path)
+    assert str(path) in str(err.value)
+
+
+def test_html_written_atomically(tmp_path):
+    report = load_run_report(run_report(tmp_path, [case("x_check", "pass")]))
+    out = write_html(report, tmp_path / "html" / "r.html")
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in out.parent.iterdir()] == ["r.html"]
