@@ -27,8 +27,9 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-# Few repetitions keep the runs short; figures are judged against floors.
-QUICK = ["-S", "repetitions=20"]
+# Fewer repetitions than the default keep the runs short; figures are judged
+# against the shipped floors.
+QUICK = ["-S", "repetitions=200"]
 WARM = ["-n", "imb_pingpong_check%cache=warm"]
 
 
