@@ -1,0 +1,80 @@
+"""ReFrame configuration of the ``lab`` site: the Slurm lab on this machine.
+
+``hpcval lab up --nodes N`` builds it: one Slurm node per network namespace
+(``lab-n1`` ... ``lab-nN``), partition ``lab``, links shaped by a fabric
+profile (``hpcval lab fabric 1g``). Jobs go through Slurm (``sbatch``, polled
+with ``squeue``: the lab runs no accounting database), ranks start with
+``srun`` (``MpiDefault=pmi2`` in the lab's slurm.conf) and Intel MPI talks
+TCP over each node's ``lab0`` interface. References (``references.yaml``) are
+for the ``unshaped`` profile.
+
+    hpcval lab up --nodes 2
+    reframe -C site-configs/lab/config.py -c reframe-checks --tag internode -r
+"""
+
+from pathlib import Path
+
+from hpcval.lab.layout import NODE_IFACE
+from hpcval.lab.slurm import node_cpus
+from hpcval.rfm.site import (
+    common_sections,
+    intel_mpi_from_pypi,
+    partition_extras,
+    site_prefix,
+)
+
+SITE_DIR = Path(__file__).resolve().parent
+PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
+
+
+def lab_environments() -> list[dict]:
+    """Intel MPI from the Python environment, set up for the lab's TCP links."""
+    impi = intel_mpi_from_pypi()
+    if impi is None:
+        return []
+    impi["env_vars"] += [
+        # srun --mpi=pmi2 starts the ranks; Intel MPI needs Slurm's PMI2 library
+        ["I_MPI_PMI_LIBRARY", PMI2_LIBRARY],
+        # shared memory within a node, libfabric TCP between nodes, on the lab link only
+        ["I_MPI_FABRICS", "shm:ofi"],
+        ["FI_PROVIDER", "tcp"],
+        ["FI_TCP_IFACE", NODE_IFACE],
+        ["I_MPI_HYDRA_IFACE", NODE_IFACE],
+        # the lab's nodes share this machine's cores: yield instead of busy-polling
+        ["I_MPI_WAIT_MODE", "1"],
+    ]
+    impi["features"] = [*impi["features"], "lab"]
+    return [impi]
+
+
+ENVIRONMENTS = lab_environments()
+
+site_configuration = {
+    "systems": [
+        {
+            "name": "lab",
+            "descr": "hpcval lab: Slurm nodes in network namespaces on this machine",
+            "hostnames": [".*"],
+            "modules_system": "nomod",
+            "prefix": site_prefix(SITE_DIR),
+            "partitions": [
+                {
+                    "name": "lab",
+                    "descr": "Lab nodes lab-n1..lab-nN (hpcval lab up)",
+                    "scheduler": "squeue",
+                    "launcher": "srun",
+                    "access": ["--partition=lab"],
+                    "environs": [env["name"] for env in ENVIRONMENTS],
+                    # nodes share the machine's CPUs: one benchmark job at a time
+                    "max_jobs": 1,
+                    # 'internode': jobs of this partition can span several nodes
+                    "features": ["internode", "slurm"],
+                    "processor": {"num_cpus": node_cpus()},
+                    "extras": partition_extras(SITE_DIR),
+                }
+            ],
+        }
+    ],
+    "environments": ENVIRONMENTS,
+    **common_sections(SITE_DIR),
+}
