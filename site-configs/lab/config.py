@@ -12,6 +12,7 @@ for the ``unshaped`` profile.
     reframe -C site-configs/lab/config.py -c reframe-checks --tag internode -r
 """
 
+import time
 from pathlib import Path
 
 from hpcval.lab.layout import NODE_IFACE
@@ -48,6 +49,11 @@ def lab_environments() -> list[dict]:
 
 
 ENVIRONMENTS = lab_environments()
+# One output and stage directory per run (this file is read once per ReFrame
+# run), so every stored run report keeps the series it measured, failed runs
+# included (their files stay in the stage directory): `hpcval compare` reads
+# them, and an A/B pair of runs must not overwrite each other's.
+RUN_STAMP = time.strftime("%Y%m%dT%H%M%S")
 
 site_configuration = {
     "systems": [
@@ -57,6 +63,8 @@ site_configuration = {
             "hostnames": [".*"],
             "modules_system": "nomod",
             "prefix": site_prefix(SITE_DIR),
+            "outputdir": str(Path(site_prefix(SITE_DIR)) / "output" / RUN_STAMP),
+            "stagedir": str(Path(site_prefix(SITE_DIR)) / "stage" / RUN_STAMP),
             "partitions": [
                 {
                     "name": "lab",
