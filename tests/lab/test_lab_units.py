@@ -91,3 +91,16 @@ def test_stop_pid_never_signals_another_program() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_service_node_gets_its_own_partition(tmp_path: Path) -> None:
+    layout = LabLayout(nodes_count=2, state_dir=tmp_path, controller_host="h", service=True)
+    assert [n.name for n in layout.all_nodes] == ["lab-n1", "lab-n2", "lab-svc"]
+    assert layout.service_node is not None
+    assert layout.service_node.address == "198.18.0.10"
+    text = slurm_conf(layout, cpus=2)
+    assert "NodeName=lab-svc NodeAddr=198.18.0.10 NodeHostname=lab-svc CPUs=1" in text
+    assert "PartitionName=service Nodes=lab-svc Default=NO" in text
+    assert "PartitionName=lab Nodes=lab-n[1-2] Default=YES" in text
+    plain = LabLayout(nodes_count=2, state_dir=tmp_path, controller_host="h")
+    assert "lab-svc" not in slurm_conf(plain, cpus=2)

@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
     up.add_argument("--fabric", default="unshaped", choices=list(PROFILES),
                     help="fabric profile of the links (default unshaped)")
+    up.add_argument("--service-node", action="store_true",
+                    help="also create node lab-svc in partition 'service' (1 CPU) for jobs "
+                    "that drive others, e.g. scheduled validation (docs/scheduling.md)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="stop the lab's daemons and remove everything it added")
@@ -41,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    layout = cluster.up(args.nodes, fabric=args.fabric)
+    layout = cluster.up(args.nodes, fabric=args.fabric, service=args.service_node)
     print(
         f"""
 lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{args.fabric}'

@@ -27,11 +27,11 @@ LINK_PREFIX = "hvlab"
 
 def layout_from_state(state: LabState, state_dir: Path) -> LabLayout:
     return LabLayout(nodes_count=max(state.nodes, 1), state_dir=state_dir,
-                     subnet=state.subnet or "198.18.0.0/24")
+                     subnet=state.subnet or "198.18.0.0/24", service=state.service)
 
 
 def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
-       log=print) -> LabLayout:
+       log=print, service: bool = False) -> LabLayout:
     """Create the lab and wait until every node is idle in Slurm.
 
     On any failure the partial lab is taken down again before the error is raised.
@@ -40,7 +40,7 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
     require_programs("ip", "tc", "unshare", "munged", "slurmctld", "slurmd", "sinfo")
     fabric_mod.get_profile(fabric)  # fail on a bad name before creating anything
     state_dir = state_dir or default_state_dir()
-    layout = LabLayout(nodes_count=nodes, state_dir=state_dir)
+    layout = LabLayout(nodes_count=nodes, state_dir=state_dir, service=service)
     existing = LabState.load(layout.state_file)
     if existing is not None:
         raise LabError(
@@ -53,7 +53,7 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
             f"lab network objects exist without a state file ({', '.join(leftovers) or BRIDGE});"
             " run 'hpcval lab down' to remove them"
         )
-    state = LabState(nodes=nodes, subnet=layout.subnet, fabric="unshaped")
+    state = LabState(nodes=nodes, subnet=layout.subnet, fabric="unshaped", service=service)
     state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(state_dir, 0o755)
     layout.log_dir.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,7 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
     try:
         log(f"lab: bridge {BRIDGE} {layout.bridge_address}/{layout.prefixlen}")
         network.create_bridge(layout, state)
-        for node in layout.nodes:
+        for node in layout.all_nodes:
             log(f"lab: node {node.name} netns {node.netns} {node.address} ({NODE_IFACE})")
             network.create_node(layout, node, state)
         network.add_hosts_lines(layout, state)
@@ -73,14 +73,14 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
         state.save(layout.state_file)
         _record(state, layout, "munged", "munged", slurm.start_munged(layout))
         _record(state, layout, "slurmctld", "slurmctld", slurm.start_slurmctld(layout))
-        for node in layout.nodes:
+        for node in layout.all_nodes:
             _record(state, layout, f"slurmd-{node.name}", "slurmd",
                     slurm.start_slurmd(layout, node))
         if fabric != "unshaped":
             fabric_mod.apply_profile(layout, fabric)
         state.fabric = fabric
         state.save(layout.state_file)
-        log(f"lab: waiting for {nodes} node(s) to become idle ...")
+        log(f"lab: waiting for {len(layout.all_nodes)} node(s) to become idle ...")
         slurm.wait_idle(layout)
         state.ready = True
         state.save(layout.state_file)
@@ -247,7 +247,7 @@ def status(state_dir: Path | None = None) -> LabStatus:
             result.problems.append(f"{key} (pid {pid}) is not running")
     states = slurm.node_states()
     present = set(network.existing_netns())
-    for node in layout.nodes:
+    for node in layout.all_nodes:
         ns_ok = node.netns in present
         rx, tx = network.link_bytes(NODE_IFACE, node.netns) if ns_ok else (0, 0)
         qdisc = fabric_mod.link_qdisc(NODE_IFACE, node.netns) if ns_ok else "-"

@@ -25,13 +25,14 @@ class FabricProfile:
     def tbf_args(self) -> list[str]:
         """``tc qdisc ... tbf`` arguments for this rate.
 
-        The bucket holds 1 ms of traffic (at least 64 KiB, one GSO segment), so
-        a large message cannot slip through at memory speed; the queue holds
-        50 ms, enough for TCP not to see drops as loss at these rates.
+        The bucket holds 1/8 ms of traffic but at least 64 KiB (one GSO
+        segment), so even a 64 KiB message cannot slip through at memory speed
+        on a 1 Gbit/s link; the queue holds 50 ms, enough for TCP not to see
+        drops as loss at these rates.
         """
         assert self.rate_bps is not None
         rate_bytes = self.rate_bps // 8
-        burst = max(rate_bytes // 1000, 64 * 1024)
+        burst = max(rate_bytes // 8000, 64 * 1024)
         return ["tbf", "rate", f"{self.rate_bps}bit", "burst", str(burst), "latency", "50ms"]
 
 

@@ -40,6 +40,9 @@ class LabLayout:
     state_dir: Path
     subnet: str = "198.18.0.0/24"
     controller_host: str = ""
+    #: Add a service node ``lab-svc`` (partition ``service``, 1 CPU) for jobs
+    #: that drive others, like a scheduled validation run.
+    service: bool = False
 
     def __post_init__(self) -> None:
         net = ipaddress.ip_network(self.subnet)
@@ -73,7 +76,21 @@ class LabLayout:
 
     @property
     def nodes(self) -> list[LabNode]:
+        """The compute nodes (partition ``lab``)."""
         return [self.node(i) for i in range(1, self.nodes_count + 1)]
+
+    @property
+    def service_node(self) -> LabNode | None:
+        if not self.service:
+            return None
+        return LabNode(index=0, name="lab-svc", netns="hpcval-lab-n0",
+                       address=str(self.network.network_address + 10), host_veth="hvlab-n0")
+
+    @property
+    def all_nodes(self) -> list[LabNode]:
+        """Compute nodes and, if there is one, the service node."""
+        svc = self.service_node
+        return self.nodes + ([svc] if svc else [])
 
     @property
     def nodelist(self) -> str:

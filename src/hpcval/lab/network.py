@@ -37,7 +37,7 @@ def create_node(layout: LabLayout, node: LabNode, state: LabState) -> None:
 
 def add_hosts_lines(layout: LabLayout, state: LabState, hosts: Path = HOSTS) -> None:
     """Let every node (and the root namespace) resolve the node names."""
-    lines = [f"{n.address} {n.name} {MARKER}" for n in layout.nodes]
+    lines = [f"{n.address} {n.name} {MARKER}" for n in layout.all_nodes]
     state.added_lines.setdefault(str(hosts), []).extend(lines)
     state.save(layout.state_file)
     text = hosts.read_text() if hosts.exists() else ""

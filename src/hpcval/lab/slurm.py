@@ -27,6 +27,12 @@ def slurm_conf(layout: LabLayout, cpus: int) -> str:
         f"RealMemory=1024 State=UNKNOWN"
         for n in layout.nodes
     )
+    svc = layout.service_node
+    if svc is not None:
+        nodes += (f"\nNodeName={svc.name} NodeAddr={svc.address} NodeHostname={svc.name} "
+                  "CPUs=1 RealMemory=1024 State=UNKNOWN")
+        nodes += (f"\nPartitionName=service Nodes={svc.name} Default=NO MaxTime=INFINITE "
+                  "State=UP")
     return HEADER + f"""\
 ClusterName=hpcvallab
 SlurmctldHost={layout.controller_host}({layout.bridge_address})
@@ -150,7 +156,7 @@ def node_states() -> dict[str, str]:
 
 
 def wait_idle(layout: LabLayout, timeout: float = 90.0) -> dict[str, str]:
-    names = {n.name for n in layout.nodes}
+    names = {n.name for n in layout.all_nodes}
     deadline = time.monotonic() + timeout
     states: dict[str, str] = {}
     while time.monotonic() < deadline:

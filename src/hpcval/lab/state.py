@@ -10,6 +10,7 @@ from pathlib import Path
 @dataclass
 class LabState:
     nodes: int = 0
+    service: bool = False
     subnet: str = ""
     fabric: str = "unshaped"
     #: daemon name -> {"pid": int, "exe": str}

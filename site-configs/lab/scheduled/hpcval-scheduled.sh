@@ -1,0 +1,70 @@
+#!/bin/sh
+# Scheduled validation: one `hpcval validate` run with its result made visible.
+#
+#   hpcval-scheduled.sh SITE [reframe options ...]
+#
+# Runs the site's checks, keeps the full output in
+# var/<site>/scheduled/<UTC time>.log (the run report, HTML report and perflogs
+# go to var/<site>/ as for any run), appends one line per run to
+# var/<site>/scheduled/history and rewrites var/<site>/scheduled/last:
+#
+#   PASS 20261122T121500Z site=lab exit=0 2 test case(s), 0 failed log=...
+#   FAIL 20261122T122000Z site=lab exit=1 2 test case(s), 2 failed log=...
+#
+# On failure it prints what failed to stderr and exits non-zero, so cron mails
+# it (MAILTO) and Slurm marks the job FAILED with the exit code; on success it
+# prints nothing (no mail for a good night). Called by the crontab, scrontab
+# and validate.sbatch files beside it; works from any directory and with
+# cron's minimal environment.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=${HPCVAL_ROOT:-$(cd "$here/../../.." && pwd)}
+site=${1:?usage: hpcval-scheduled.sh SITE [reframe options ...]}
+shift
+hpcval=${HPCVAL:-$root/.venv/bin/hpcval}
+store=${HPCVAL_VAR:-$root/var}/$site/scheduled
+mkdir -p "$store"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+log=$store/$stamp.log
+
+cd "$root" || exit 2
+# one run at a time per site: a run still going when the next is due makes the
+# next one a visible SKIP, not a second run competing for the same nodes
+exec 9>"$store/.lock"
+if ! flock -n 9; then
+    msg="previous run still running (lock $store/.lock); this run skipped"
+    echo "SKIP $stamp site=$site exit=75 $msg" >>"$store/history"
+    echo "hpcval scheduled validation of '$site': $msg" >&2
+    exit 75
+fi
+if [ ! -x "$hpcval" ]; then
+    msg="hpcval scheduled validation of '$site' could not start: $hpcval not found"
+    echo "FAIL $stamp site=$site exit=127 $msg" >>"$store/history"
+    echo "FAIL $stamp site=$site exit=127 $msg" >"$store/last"
+    echo "$msg" >&2
+    exit 127
+fi
+{
+    echo "# hpcval scheduled validation: site=$site host=$(hostname) start=$stamp"
+    echo "# slurm job: ${SLURM_JOB_ID:-none}"
+} >"$log"
+"$hpcval" validate --site "$site" -- "$@" >>"$log" 2>&1
+rc=$?
+
+summary=$(grep -E '^[0-9]+ test case\(s\)' "$log" | tail -n 1)
+[ -n "$summary" ] || summary="no verdict: reframe did not complete (see the log)"
+[ $rc -eq 0 ] && status=PASS || status=FAIL
+line="$status $stamp site=$site exit=$rc $summary log=$log"
+echo "$line" >>"$store/history"
+echo "$line" >"$store/last.tmp" && mv "$store/last.tmp" "$store/last"
+
+if [ $rc -ne 0 ]; then
+    {
+        echo "hpcval scheduled validation of '$site' FAILED ($stamp, exit $rc): $summary"
+        grep -E ' is outside |^hpcval: |^  [^ ].*\((sanity|setup|run|performance|compile)' \
+            "$log" | head -n 20
+        echo "full output: $log"
+    } >&2
+fi
+exit $rc
