@@ -50,7 +50,7 @@ def _up(args: argparse.Namespace) -> int:
 lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{args.fabric}'
   sinfo                                   # nodes should be idle
   srun -N {args.nodes} hostname                      # one line per node
-  reframe -C site-configs/lab/config.py -c reframe-checks/mpi -n internode -r
+  hpcval validate --site lab -- --tag internode    # inter-node checks through Slurm
   hpcval lab fabric 1g                    # shape the links to 1 Gbit/s
   hpcval lab status
   hpcval lab down                         # remove everything again
