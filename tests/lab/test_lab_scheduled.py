@@ -127,3 +127,35 @@ def test_recurring_slurm_job_fires_again_by_itself(tmp_path: Path) -> None:
         assert "FAILED" in out and "bw_4MiB = 118.1 MB/s is outside" in out
     finally:
         cluster.down(log=lambda *_: None)
+
+
+@pytest.mark.lab
+def test_scheduled_slurm_job_runs_the_real_checks_and_stores_results(tmp_path: Path) -> None:
+    """A batch job on the service node runs the real validation; its results land
+    in the results store without anyone running a command on the nodes."""
+    reason = lab_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster.up(2, service=True, log=lambda *_: None)
+    try:
+        store = tmp_path / "var" / "lab"
+        (store / "scheduled").mkdir(parents=True)
+        env = {**os.environ, "HPCVAL_VAR": str(tmp_path / "var"), "HPCVAL_ONCE": "1"}
+        env.pop("HPCVAL", None)
+        sub = subprocess.run(["sbatch", "--parsable", str(SCHEDULED / "validate.sbatch")],
+                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                             check=False)
+        assert sub.returncode == 0, sub.stderr
+        last = store / "scheduled" / "last"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not last.exists():
+            time.sleep(2)
+        assert last.exists(), "the scheduled run did not finish within 10 minutes"
+        line = last.read_text()
+        assert line.startswith("PASS ") and "2 test case(s), 0 failed" in line, line
+        assert list((store / "reports").glob("run-report-*.json"))
+        assert (store / "html" / "latest.html").is_file()
+        assert (store / "results.db").is_file()
+    finally:
+        subprocess.run(["scancel", "--name=hpcval-validate"], timeout=30, check=False)
+        cluster.down(log=lambda *_: None)
