@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from hpcval.lab.layout import NODE_IFACE
-from hpcval.lab.slurm import node_cpus
+from hpcval.lab.slurm import PMI2_LIBRARY, node_cpus
 from hpcval.rfm.site import (
     common_sections,
     intel_mpi_from_pypi,
@@ -25,7 +25,6 @@ from hpcval.rfm.site import (
 )
 
 SITE_DIR = Path(__file__).resolve().parent
-PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
 
 
 def lab_environments() -> list[dict]:

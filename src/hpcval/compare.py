@@ -229,7 +229,8 @@ def comparison_text(comp: Comparison) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _plot(s: SeriesComparison, low: int | None, high: int | None) -> str:
+def _plot(s: SeriesComparison, low: int | None, high: int | None,
+          labels: tuple[str, str] = ("A", "B")) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -239,8 +240,8 @@ def _plot(s: SeriesComparison, low: int | None, high: int | None) -> str:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     if pts:
         xs = [p.x for p in pts]
-        ax1.plot(xs, [p.a for p in pts], marker="o", markersize=3, label="A")
-        ax1.plot(xs, [p.b for p in pts], marker="s", markersize=3, label="B")
+        ax1.plot(xs, [p.a for p in pts], marker="o", markersize=3, label=labels[0])
+        ax1.plot(xs, [p.b for p in pts], marker="s", markersize=3, label=labels[1])
         ch = [(p.x, p.change_pct) for p in pts if p.change_pct is not None]
         if ch:
             ax2.plot([c[0] for c in ch], [c[1] for c in ch], marker="o", markersize=3,
@@ -274,6 +275,8 @@ def comparison_html_section(comp: Comparison) -> str:
     """An HTML section (for :func:`hpcval.report.render_html`'s ``extra_sections``):
     the per-size table and a plot of A, B and the change, for every series."""
     esc = html.escape
+    labels = (f"A {comp.a.session.get('time_start', '')}".strip(),
+              f"B {comp.b.session.get('time_start', '')}".strip())
     parts = ["<h2>A/B comparison</h2>",
              f"<p>A: {esc(str(comp.a.path))} ({esc(str(comp.a.session.get('time_start')))})"
              f"<br>B: {esc(str(comp.b.path))} ({esc(str(comp.b.session.get('time_start')))})"
@@ -286,7 +289,7 @@ def comparison_html_section(comp: Comparison) -> str:
         parts.append(f"<p>mean change over {esc(_range_text(low, high))}: "
                      f"<b>{esc(_pct(mean))}</b> ({esc(_verdict(s, mean))})</p>")
         if any(p.x > 0 for p in s.points):
-            parts.append(f"<img src='{_plot(s, low, high)}' alt='{esc(s.column)}'>")
+            parts.append(f"<img src='{_plot(s, low, high, labels)}' alt='{esc(s.column)}'>")
         parts.append("<table><tr><th>" + esc(s.x_label) + "</th><th>A</th><th>B</th>"
                      "<th>change</th></tr>")
         for p in s.points:

@@ -84,6 +84,9 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
         slurm.wait_idle(layout)
         state.ready = True
         state.save(layout.state_file)
+        if not Path(slurm.PMI2_LIBRARY).exists():
+            log(f"lab: note: {slurm.PMI2_LIBRARY} is missing, so Intel MPI cannot start "
+                "through srun --mpi=pmi2 (apt-get install libpmi2-0)")
     except BaseException:
         log("lab: 'up' failed; taking the partial lab down again")
         down(state_dir=state_dir, log=log)

@@ -11,6 +11,8 @@ from hpcval.lab.layout import MARKER, LabLayout, LabNode
 from hpcval.lab.system import LabError, read_pid_file, run
 
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
+#: Slurm's PMI2 library (Debian package libpmi2-0), which Intel MPI uses under srun.
+PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
 CGROUP_CONF = Path("/etc/slurm/cgroup.conf")
 HEADER = f"{MARKER}: written by 'hpcval lab up', removed by 'hpcval lab down'\n"
 
