@@ -6,7 +6,10 @@ VENV   ?= .venv
 SITE   ?= local
 BIN    := $(VENV)/bin
 
-.PHONY: setup validate test lint clean
+# Debian packages the lab (Slurm in network namespaces) needs; as root only.
+SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2
+
+.PHONY: setup system-deps validate test lint clean
 
 setup: $(VENV)/.hpcval-installed
 
@@ -15,6 +18,11 @@ $(VENV)/.hpcval-installed: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[impi,dev]'
 	touch $@
+
+system-deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "system-deps: needs root (apt-get)"; exit 1; fi
+	dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 validate: setup
 	$(BIN)/hpcval validate --site $(SITE)
