@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpcval.errors import ParseError
-from hpcval.parsers.imb import check_complete, normalise_column, parse_imb
+from hpcval.parsers.imb import check_complete, normalise_column, parse_imb, parse_imb_runs
 
 PINGPONG_SIZES = [0, 8, 2048, 65536, 1 << 20, 4 << 20]
 
@@ -113,3 +113,34 @@ def test_garbage_row_in_real_output_names_line(data_dir):
 ])
 def test_column_names(header, name):
     assert normalise_column(header) == name
+
+
+def test_runs_of_one_job_are_split(data_dir):
+    one = read(data_dir, "uniband_biband_impi2021.19.txt")
+    runs = parse_imb_runs(one + one + one, source="job.out")
+    assert len(runs) == 3
+    assert all(r.finished for r in runs)
+    assert [t.benchmark for t in runs[2].tables] == ["Uniband", "Biband"]
+    assert runs[1].table("Uniband").columns[-2:] == ("mbytes_per_sec", "msg_per_sec")
+
+
+def test_a_run_cut_short_among_several_is_reported(data_dir):
+    one = read(data_dir, "p2p_pingpong_unirandom_impi2021.19.txt")
+    runs = parse_imb_runs(one + one[: len(one) // 2], source="job.out")
+    assert runs[0].finished and not runs[1].finished
+    with pytest.raises(ParseError, match=r"job.out \(run 2\).*crashed or was killed|no row"):
+        check_complete(runs[1], "Unirandom", [65536], source="job.out (run 2)")
+
+
+def test_nbc_overlap_columns(data_dir):
+    table = parse_imb(read(data_dir, "nbc_iallreduce_impi2021.19.txt")).table("Iallreduce")
+    assert table.columns[2:] == ("t_ovrl_usec", "t_pure_usec", "t_cpu_usec", "overlap_pct")
+    assert table.value(1024, "overlap_pct") == 69.44
+
+
+def test_family_tables_at_each_process_count(data_dir):
+    result = parse_imb(read(data_dir, "family_npmin1_impi2021.19.txt"))
+    for bench in ("Sendrecv", "Exchange", "Allreduce", "Alltoall"):
+        assert {t.processes for t in result.tables if t.benchmark == bench} == {1, 2}
+        row = result.table(bench).row(8)
+        assert row["t_min_usec"] <= row["t_avg_usec"] <= row["t_max_usec"]

@@ -209,3 +209,18 @@ def check_complete(result: ImbResult, benchmark: str, sizes: Iterable[int],
             "the run crashed or was killed"
         )
     return table
+
+
+_BANNER_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks", re.MULTILINE)
+
+
+def parse_imb_runs(text: str, source: str = "IMB output") -> list[ImbResult]:
+    """Parse output holding several IMB invocations one after another (a job
+    that repeats a benchmark to sample it); one :class:`ImbResult` per run."""
+    starts = [m.start() for m in _BANNER_RE.finditer(text)]
+    if not starts:
+        return [parse_imb(text, source)]
+    # each banner sits below a dashed line that belongs to the same run
+    starts = [text.rfind("\n", 0, max(s - 1, 0)) + 1 if s else 0 for s in starts]
+    chunks = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    return [parse_imb(chunk, f"{source} (run {i + 1})") for i, chunk in enumerate(chunks)]

@@ -5,13 +5,16 @@ its tables; final checks in ``reframe-checks/`` only say where and how many.
 from __future__ import annotations
 
 import math
+import statistics
+from typing import NamedTuple
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_after, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from hpcval.parsers.imb import ImbTable, check_complete, parse_imb
+from hpcval.errors import ParseError
+from hpcval.parsers.imb import ImbTable, check_complete, parse_imb, parse_imb_runs
 from hpcval.rfm.base import HpcvalTest, last_level_cache_bytes
 
 
@@ -105,4 +108,141 @@ class ImbPingPongBase(HpcvalTest, rfm.RunOnlyRegressionTest):
             "one-way latency": ("us", table.series("t_usec")),
             "bandwidth": ("MB/s", table.series("mbytes_per_sec")),
         }, judged)
+        return True
+
+
+class Figure(NamedTuple):
+    """One judged IMB figure: a column of one benchmark's table at one size
+    (at the largest process count unless ``processes`` is given)."""
+
+    variable: str
+    benchmark: str
+    size: int
+    column: str
+    unit: str
+
+
+#: Units of IMB's columns.
+COLUMN_UNITS = {"t_usec": "us", "t_avg_usec": "us", "t_min_usec": "us", "t_max_usec": "us",
+                "mbytes_per_sec": "MB/s", "msg_per_sec": "msg/s", "overlap_pct": "%",
+                "t_cpu_usec": "us", "t_ovrl_usec": "us", "t_pure_usec": "us"}
+
+
+def figure(variable: str, benchmark: str, size: int, column: str) -> Figure:
+    return Figure(variable, benchmark, size, column, COLUMN_UNITS[column])
+
+
+class ImbSampledBase(HpcvalTest, rfm.RunOnlyRegressionTest):
+    """An IMB run repeated ``samples`` times in one job.
+
+    Each judged figure is the median over the runs, and ``<figure>_spread``
+    is (max − min) / median in % over the runs: seed 004's lesson that a
+    figure without its spread hides how much it varies. Collectives keep
+    IMB's per-rank min/avg/max in the stored series. A final check declares
+    ``executable``, ``benchmarks``, ``figures`` and options.
+    """
+
+    executable = "IMB-MPI1"
+    valid_prog_environs = ["+mpi +imb"]
+    time_limit = "10m"
+
+    #: IMB benchmarks to run in one invocation.
+    #:
+    #: :type: :class:`List[str]`
+    benchmarks = variable(typ.List[str], value=[])
+
+    #: Judged figures: (variable, benchmark, size, column, unit).
+    figures: tuple[Figure, ...] = ()
+
+    #: Runs of the benchmark in one job; every judged figure is their median.
+    #:
+    #: :type: :class:`int`
+    samples = variable(int, value=3, loggable=True)
+
+    #: Repetitions per message size within a run (``-iter N``).
+    #:
+    #: :type: :class:`int`
+    repetitions = variable(int, value=100, loggable=True)
+
+    #: Message sizes as powers of two, ``(min, max)`` (``-msglog min:max``).
+    #:
+    #: :type: :class:`Tuple[int, int]`
+    msglog = variable(typ.Tuple[int, int], value=(0, 20), loggable=True)
+
+    #: Further IMB options (e.g. ``-npmin``).
+    #:
+    #: :type: :class:`List[str]`
+    imb_options = variable(typ.List[str], value=[])
+
+    @run_after("init")
+    def set_perf_variables(self) -> None:
+        for f in self.figures:
+            self.perf_variables[f.variable] = sn.make_performance_function(
+                self.sampled(f, "median"), f.unit)
+            self.perf_variables[f"{f.variable}_spread"] = sn.make_performance_function(
+                self.sampled(f, "spread"), "%")
+
+    @run_after("setup")
+    def set_options(self) -> None:
+        self.executable_opts = [*self.benchmarks, "-iter", str(self.repetitions)]
+        if self.executable != "IMB-P2P":
+            self.executable_opts += ["-iter_policy", "off"]
+        self.executable_opts += ["-msglog", f"{self.msglog[0]}:{self.msglog[1]}",
+                                 *self.imb_options]
+
+    @run_before("run")
+    def repeat_in_job(self) -> None:
+        self._hpcval_launcher()
+        # ReFrame copies the task counts into the job only when it writes the
+        # script; the repeated launches need them now.
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = " ".join(self.job.launcher.run_command(self.job).split())
+        command = " ".join([launch, self.executable, *self.executable_opts])
+        self.postrun_cmds = [command] * (self.samples - 1)
+
+    def runs(self) -> list[dict[str, ImbTable]]:
+        """The tables of every run, checked complete, keyed by benchmark."""
+
+        def parse(text: str, source: str) -> list[dict[str, ImbTable]]:
+            results = parse_imb_runs(text, source)
+            if len(results) != self.samples:
+                raise ParseError(f"{source}: {len(results)} IMB run(s) in the output, "
+                                 f"{self.samples} expected")
+            runs = []
+            for i, result in enumerate(results):
+                tables = {}
+                for bench in self.benchmarks:
+                    sizes = [f.size for f in self.figures if f.benchmark == bench]
+                    tables[bench] = check_complete(result, bench, sizes,
+                                                   source=f"{source} (run {i + 1})")
+                runs.append(tables)
+            return runs
+
+        return self.parse_stdout(parse)
+
+    @sn.deferrable
+    def sampled(self, fig: Figure, statistic: str) -> float:
+        values = [run[fig.benchmark].value(fig.size, fig.column) for run in self.runs()]
+        median = statistics.median(values)
+        if statistic == "median":
+            return median
+        return 100.0 * (max(values) - min(values)) / median if median else 0.0
+
+    @sanity_function
+    def complete_runs(self) -> bool:
+        runs = self.runs()
+        for bench in self.benchmarks:
+            table = runs[0][bench]
+            columns = {}
+            for column in table.columns:
+                if column in ("bytes", "repetitions") or column not in COLUMN_UNITS:
+                    continue
+                points = [(size, statistics.median(r[bench].value(size, column) for r in runs))
+                          for size in table.sizes()]
+                columns[column] = (COLUMN_UNITS[column], points)
+            judged = {f.variable: (f.column, f.size) for f in self.figures
+                      if f.benchmark == bench}
+            self.record_series(f"{bench} (np={table.processes}, median of {len(runs)})",
+                               "message size", "B", columns, judged)
         return True

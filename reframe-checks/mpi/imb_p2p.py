@@ -1,0 +1,23 @@
+"""IMB-P2P PingPong and Unirandom: the point-to-point suite's own ping-pong
+and random-partner streaming, with message rate. Median of several runs with
+its spread; how: :class:`hpcval.rfm.imb.ImbSampledBase`."""
+
+import reframe as rfm
+
+from hpcval.rfm.imb import ImbSampledBase, figure
+
+
+@rfm.simple_test
+class imb_p2p_check(ImbSampledBase):
+    descr = "IMB-P2P PingPong/Unirandom: bandwidth and message rate"
+    valid_systems = ["*"]
+    executable = "IMB-P2P"
+    num_tasks = 2
+    benchmarks = ["PingPong", "Unirandom"]
+    msglog = (10, 20)
+    figures = (
+        figure("p2p_pingpong_bw_1MiB", "PingPong", 1 << 20, "mbytes_per_sec"),
+        figure("unirandom_bw_1MiB", "Unirandom", 1 << 20, "mbytes_per_sec"),
+        figure("unirandom_rate_1KiB", "Unirandom", 1024, "msg_per_sec"),
+    )
+    tags = {"mpi", "imb", "p2p", "message-rate"}

@@ -1,0 +1,23 @@
+"""IMB Sendrecv and Exchange: a chain and a ring of neighbours exchanging
+messages, the point-to-point pattern of halo exchanges (seed 002's CFD and
+weather codes). Each figure is the median of several runs with its spread;
+how: :class:`hpcval.rfm.imb.ImbSampledBase`."""
+
+import reframe as rfm
+
+from hpcval.rfm.imb import ImbSampledBase, figure
+
+
+@rfm.simple_test
+class imb_sendrecv_exchange_check(ImbSampledBase):
+    descr = "IMB Sendrecv/Exchange: neighbour exchange time and bandwidth"
+    valid_systems = ["*"]
+    num_tasks = 2
+    benchmarks = ["Sendrecv", "Exchange"]
+    figures = (
+        figure("sendrecv_t_8B", "Sendrecv", 8, "t_avg_usec"),
+        figure("sendrecv_bw_1MiB", "Sendrecv", 1 << 20, "mbytes_per_sec"),
+        figure("exchange_t_8B", "Exchange", 8, "t_avg_usec"),
+        figure("exchange_bw_1MiB", "Exchange", 1 << 20, "mbytes_per_sec"),
+    )
+    tags = {"mpi", "imb", "p2p", "bandwidth"}
