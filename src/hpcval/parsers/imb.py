@@ -146,7 +146,9 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
     current: ImbTable | None = None
     finished = False
 
-    for line_no, raw in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    last_line = max((i for i, ln in enumerate(lines, start=1) if ln.strip()), default=0)
+    for line_no, raw in enumerate(lines, start=1):
         line = raw.rstrip()
         if _FINALIZE in line:
             finished = True
@@ -177,6 +179,8 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
             )
             continue
         tokens = stripped.split()
+        if line_no == last_line and not text.endswith("\n"):
+            break  # a row cut off where the output stops: truncation, not garbage
         if len(tokens) != len(current.columns):
             raise ParseError(
                 f"{source}:{line_no}: IMB {current.benchmark} row has {len(tokens)} fields, "
