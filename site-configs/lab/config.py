@@ -21,6 +21,7 @@ from hpcval.rfm.site import (
     common_sections,
     intel_mpi_from_pypi,
     partition_extras,
+    plain_environment,
     site_prefix,
 )
 
@@ -47,7 +48,7 @@ def lab_environments() -> list[dict]:
     return [impi]
 
 
-ENVIRONMENTS = lab_environments()
+ENVIRONMENTS = [*lab_environments(), plain_environment()]
 # One output and stage directory per run (this file is read once per ReFrame
 # run), so every stored run report keeps the series it measured, failed runs
 # included (their files stay in the stage directory): `hpcval compare` reads

@@ -149,3 +149,12 @@ def test_unknown_site_is_a_clear_error(checkout: Path):
     proc = hpcval(checkout, "validate", "--site", "nosuchsite")
     assert proc.returncode == 2
     assert "no such site (known sites: local)" in proc.stderr
+
+
+def test_host_audit_fails_naming_setting_found_and_expected(checkout: Path):
+    expect = checkout / "site-configs" / "local" / "host-expectations.yaml"
+    expect.write_text(expect.read_text() + "kernel.numa_balancing: 7\n")
+    proc = hpcval(checkout, "validate", "--site", "local", "--", "-n", "host_tuning_audit_check")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 host setting(s) differ from" in proc.stdout
+    assert "kernel.numa_balancing: found '" in proc.stdout and "expected '7'" in proc.stdout

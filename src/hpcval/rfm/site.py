@@ -148,7 +148,13 @@ def mpich_from_system() -> Environment | None:
     return _system_mpi("mpich", "mpich (system)", "mpirun.mpich", "mpicc.mpich", [])
 
 
+def plain_environment() -> Environment:
+    """No MPI: for checks that run a single process on a node (audits)."""
+    return {"name": "plain", "features": ["plain"], "extras": {"mpi_stack": "none"}}
+
+
 def detected_environments() -> list[Environment]:
-    """Every MPI stack found on this machine, Intel MPI from PyPI first."""
+    """Every MPI stack found on this machine, Intel MPI from PyPI first, then
+    the ``plain`` environment."""
     envs = [intel_mpi_from_pypi(), open_mpi_from_system(), mpich_from_system()]
-    return [e for e in envs if e is not None]
+    return [e for e in envs if e is not None] + [plain_environment()]

@@ -1,0 +1,55 @@
+"""Host tuning audit (seed 002): SMT, tuned profile, busy polling, TCP
+buffers, transparent huge pages, NUMA balancing, CPU mitigations, SELinux,
+firewall tables, locked-memory and open-file limits, NIC driver and interrupt
+coalescing, read without root on a compute node and compared with the site's
+``host-expectations.yaml`` (beside its references). Fails naming every
+setting that differs, with what was found and what was expected; a setting
+that cannot be read fails as ``unknown`` unless the site expects ``any``.
+Logic: :mod:`hpcval.audit`."""
+
+import sys
+from pathlib import Path
+
+import reframe as rfm
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+from hpcval.audit import EXPECTATIONS_FILE, failures, parse_audit_output
+from hpcval.rfm import HpcvalTest
+
+
+@rfm.simple_test
+class host_tuning_audit_check(HpcvalTest, rfm.RunOnlyRegressionTest):
+    descr = "Host settings for tightly coupled MPI vs the site's expectations"
+    valid_systems = ["*"]
+    valid_prog_environs = ["+plain"]
+    num_tasks = 1
+    executable = sys.executable
+    tags = {"host", "audit", "tuning"}
+
+    #: Expectations file; default: ``host-expectations.yaml`` beside the
+    #: partition's references.
+    #:
+    #: :type: :class:`str` or :obj:`None`
+    expectations = variable(str, type(None), value=None, loggable=True)
+
+    @run_after("setup")
+    def set_options(self):
+        if self.expectations is None:
+            refs = Path(self.current_partition.extras.get("references", ""))
+            self.expectations = str(refs.parent / EXPECTATIONS_FILE)
+        self.executable_opts = ["-m", "hpcval.audit", "--json", "--expect", self.expectations]
+
+    @run_before("run")
+    def run_as_one_process(self):
+        # the job script runs on the node being audited: no MPI launcher
+        self.job.launcher = getlauncher("local")()
+
+    @sanity_function
+    def settings_as_expected(self):
+        bad = failures(self.parse_stdout(parse_audit_output))
+        if bad:
+            raise SanityError(f"{len(bad)} host setting(s) differ from {self.expectations}: "
+                              + "; ".join(f.line() for f in bad))
+        return True
