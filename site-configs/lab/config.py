@@ -12,7 +12,6 @@ for the ``unshaped`` profile.
     reframe -C site-configs/lab/config.py -c reframe-checks --tag internode -r
 """
 
-import time
 from pathlib import Path
 
 from hpcval.lab.layout import NODE_IFACE
@@ -22,7 +21,7 @@ from hpcval.rfm.site import (
     intel_mpi_from_pypi,
     partition_extras,
     plain_environment,
-    site_prefix,
+    run_directories,
 )
 
 SITE_DIR = Path(__file__).resolve().parent
@@ -49,11 +48,6 @@ def lab_environments() -> list[dict]:
 
 
 ENVIRONMENTS = [*lab_environments(), plain_environment()]
-# One output and stage directory per run (this file is read once per ReFrame
-# run), so every stored run report keeps the series it measured, failed runs
-# included (their files stay in the stage directory): `hpcval compare` reads
-# them, and an A/B pair of runs must not overwrite each other's.
-RUN_STAMP = time.strftime("%Y%m%dT%H%M%S")
 
 site_configuration = {
     "systems": [
@@ -62,9 +56,7 @@ site_configuration = {
             "descr": "hpcval lab: Slurm nodes in network namespaces on this machine",
             "hostnames": [".*"],
             "modules_system": "nomod",
-            "prefix": site_prefix(SITE_DIR),
-            "outputdir": str(Path(site_prefix(SITE_DIR)) / "output" / RUN_STAMP),
-            "stagedir": str(Path(site_prefix(SITE_DIR)) / "stage" / RUN_STAMP),
+            **run_directories(SITE_DIR),
             "partitions": [
                 {
                     "name": "lab",

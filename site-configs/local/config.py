@@ -15,7 +15,7 @@ from hpcval.rfm.site import (
     common_sections,
     detected_environments,
     partition_extras,
-    site_prefix,
+    run_directories,
 )
 
 SITE_DIR = Path(__file__).resolve().parent
@@ -28,7 +28,7 @@ site_configuration = {
             "descr": "This workstation (hpcval embedded default site)",
             "hostnames": [".*"],
             "modules_system": "nomod",
-            "prefix": site_prefix(SITE_DIR),
+            **run_directories(SITE_DIR),
             "partitions": [
                 {
                     "name": "default",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,19 @@ def partition_extras(site_dir: str | Path, **extras: Any) -> dict[str, Any]:
     return {"references": str(Path(site_dir).resolve() / "references.yaml"), **extras}
 
 
-def site_prefix(site_dir: str | Path) -> str:
-    """Stage and output directories of a site's runs."""
+def run_directories(site_dir: str | Path) -> dict[str, str]:
+    """``prefix``, ``outputdir`` and ``stagedir`` of a site's system.
+
+    Output and stage directories get one subdirectory per ReFrame run (a site
+    config is read once per run), so every stored run report keeps pointing
+    at the files it measured, failed runs included, and two runs compared
+    A/B never overwrite each other's.
+    """
     site_dir = Path(site_dir).resolve()
-    return str(var_dir(site_dir.name, root=site_dir.parent.parent))
+    prefix = var_dir(site_dir.name, root=site_dir.parent.parent)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    return {"prefix": str(prefix), "outputdir": str(prefix / "output" / stamp),
+            "stagedir": str(prefix / "stage" / stamp)}
 
 
 def intel_mpi_from_pypi(prefix: str | Path | None = None) -> Environment | None:
