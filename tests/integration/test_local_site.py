@@ -158,3 +158,24 @@ def test_host_audit_fails_naming_setting_found_and_expected(checkout: Path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 host setting(s) differ from" in proc.stdout
     assert "kernel.numa_balancing: found '" in proc.stdout and "expected '7'" in proc.stdout
+
+
+def test_collective_sweep_tune_and_verify(checkout: Path):
+    """The sweep yields an I_MPI_ADJUST_* setting for this configuration,
+    `hpcval tune collectives --write` stores it, the verifying check passes."""
+    quick = ["-S", "msglog=3,12", "-S", "repetitions=20"]
+    sweep = hpcval(checkout, "validate", "--site", "local", "--", *quick,
+                   "-n", "imb_collective_sweep_check%collective=Allreduce")
+    assert sweep.returncode == 0, sweep.stdout + sweep.stderr
+    tune = hpcval(checkout, "tune", "collectives", "--site", "local", "--write")
+    assert tune.returncode == 0, tune.stderr
+    assert 'export I_MPI_ADJUST_ALLREDUCE="' in tune.stdout
+    tuned = checkout / "site-configs" / "local" / "mpi-tuning.yaml"
+    assert "setting: " in tuned.read_text()
+    verify = hpcval(checkout, "validate", "--site", "local", "--", *quick,
+                    "-n", "imb_tuned_collectives_check")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "imb_tuned_collectives_check %collective=Allreduce" in verify.stdout
+    assert "tuned_vs_default" in verify.stdout
+    # Bcast was not swept: its verification is skipped with the reason
+    assert "1 skipped" in verify.stdout
