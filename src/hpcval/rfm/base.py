@@ -131,8 +131,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         self.require_reference = True
 
     @run_after("setup")
-    def _hpcval_setup(self) -> None:
+    def _hpcval_record_stack(self) -> None:
         self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
+
+    @run_before("run")
+    def _hpcval_references(self) -> None:
+        # After setup, so a check that skips itself (a tool or input missing)
+        # needs no references; before the run, so a wrong references file
+        # fails before any benchmark time is spent.
         if not self.perf_variables:
             # a check judged by its sanity alone (e.g. an audit) has no figures
             self._hpcval_refs = {}
