@@ -1,0 +1,213 @@
+"""Parser for OSU Micro-Benchmarks (OMB) point-to-point output, versions 5.x-7.x.
+
+OMB prints a title, optional ``# [ pairs: 2 ] [ window size: 64 ]`` banner,
+one header line naming the columns and one row per message size::
+
+    # OSU MPI Multiple Bandwidth / Message Rate Test
+    # [ pairs: 2 ] [ window size: 64 ]
+    # Size                    MB/s          Messages/s
+    # Datatype: MPI_CHAR.
+    1                         4.12          4119852.40
+
+Columns are named by the header, so extra columns from newer versions are
+read without code changes: ``Validation`` (``-c``: ``Pass``/``Fail``), tail
+latencies (``-z``: ``P50 Tail Lat(us)`` ...) and the like. Header names are
+normalised: ``Latency (us)`` → ``latency_us``, ``Bandwidth (MB/s)`` →
+``bandwidth_mb_per_s``, ``MB/s`` → ``mb_per_s``, ``Messages/s`` →
+``messages_per_s``, ``Avg Latency(us)`` → ``avg_latency_us``.
+
+Header names are split on runs of two or more spaces (OMB pads its columns),
+which keeps ``Latency (us)`` one name. ``osu_mbw_mr -V`` (vary the window)
+prints a size × window matrix instead; it is read into
+:attr:`OmbResult.matrices`.
+
+A failed run — a usage message, ``This test requires exactly two processes``,
+a header without rows, a row cut off or a launcher's ``BAD TERMINATION`` —
+raises :class:`~hpcval.errors.ParseError` naming the source. A ``Fail`` in a
+validation column is kept in the rows and reported by
+:meth:`OmbResult.validation_failures`; a check fails on it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hpcval.errors import ParseError
+
+_TITLE_RE = re.compile(r"^#\s*OSU\s+(?P<title>.*\S)\s*$")
+_PAIRS_RE = re.compile(r"\[\s*pairs:\s*(?P<pairs>\d+)\s*\]")
+_WINDOW_RE = re.compile(r"\[\s*window size:\s*(?P<window>\w+)\s*\]")
+_DATATYPE_RE = re.compile(r"^#\s*Datatype:\s*(?P<dt>\S+?)\.?\s*$")
+_ROW_RE = re.compile(r"^\s*\d+\s")
+_FAILURE_MARKERS = (
+    "BAD TERMINATION",
+    "requires exactly two processes",
+    "invalid option",
+    "Usage:",
+    "Options:",
+    "Abort(",
+    "MPI_ABORT",
+    "Fatal error",
+)
+_SIZE_NAMES = ("size", "bytes", "message_size")
+
+
+def normalise_column(header: str) -> str:
+    """``Latency (us)`` → ``latency_us``, ``MB/s`` → ``mb_per_s``,
+    ``P50 Tail Lat(us)`` → ``p50_tail_lat_us``."""
+    name = header.strip().lower().replace("/", "_per_")
+    return re.sub(r"[^a-z0-9]+", "_", name).strip("_")
+
+
+@dataclass
+class OmbResult:
+    """One OMB run: its columns (normalised names) and one dict per size."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[dict[str, float | str]] = field(default_factory=list)
+    pairs: int | None = None
+    window: str | None = None
+    datatype: str | None = None
+    #: ``osu_mbw_mr -V``: name → {size: {window: value}}
+    matrices: dict[str, dict[int, dict[int, float]]] = field(default_factory=dict)
+
+    def sizes(self) -> list[int]:
+        if self.rows:
+            return [int(r["size"]) for r in self.rows]
+        first = next(iter(self.matrices.values()), {})
+        return sorted(first)
+
+    def column(self, name: str) -> dict[int, float]:
+        """Message size → value of a numeric column (normalised name)."""
+        if name not in self.columns:
+            raise KeyError(f"OMB output has no column {name!r} (has {', '.join(self.columns)})")
+        return {int(r["size"]): float(r[name]) for r in self.rows}  # type: ignore[arg-type]
+
+    def value(self, name: str, size: int) -> float:
+        values = self.column(name)
+        if size not in values:
+            raise KeyError(f"OMB output has no message size {size} (sizes {self.sizes()})")
+        return values[size]
+
+    def validation_failures(self) -> list[int]:
+        """Message sizes whose ``Validation`` column does not say ``Pass``."""
+        if "validation" not in self.columns:
+            return []
+        return [int(r["size"]) for r in self.rows if str(r["validation"]).lower() != "pass"]
+
+
+def _split_header(line: str) -> list[str]:
+    body = line.lstrip("#").strip()
+    return [p for p in re.split(r"\s{2,}", body) if p]
+
+
+def _number(token: str) -> float | str:
+    try:
+        return float(token)
+    except ValueError:
+        return token
+
+
+def _fail(source: str, reason: str) -> ParseError:
+    return ParseError(f"{source}: {reason}")
+
+
+def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
+    """Parse one OMB point-to-point run (osu_latency, osu_bw, osu_bibw,
+    osu_mbw_mr, osu_multi_lat); see the module documentation."""
+    lines = text.splitlines()
+    if not any(_TITLE_RE.match(line.strip()) for line in lines) and not any(
+            m in text for m in _FAILURE_MARKERS):
+        raise _fail(source, "no OSU benchmark title: not OMB output")
+    for line in lines:
+        for marker in _FAILURE_MARKERS:
+            if marker in line:
+                raise _fail(source, f"OMB run failed: {line.strip()!r}")
+    title = ""
+    pairs: int | None = None
+    window: str | None = None
+    datatype: str | None = None
+    columns: tuple[str, ...] | None = None
+    rows: list[dict[str, float | str]] = []
+    matrices: dict[str, dict[int, dict[int, float]]] = {}
+    matrix_name: str | None = None
+    matrix_windows: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            m = _TITLE_RE.match(stripped)
+            if m:
+                title = m.group("title")
+                continue
+            if _PAIRS_RE.search(stripped) or _WINDOW_RE.search(stripped):
+                if (p := _PAIRS_RE.search(stripped)):
+                    pairs = int(p.group("pairs"))
+                if (w := _WINDOW_RE.search(stripped)):
+                    window = w.group("window")
+                continue
+            if (d := _DATATYPE_RE.match(stripped)):
+                datatype = d.group("dt")
+                continue
+            parts = _split_header(stripped)
+            if parts and all(p.isdigit() for p in stripped.lstrip("#").split()):
+                # osu_mbw_mr -V: a row of window sizes
+                matrix_windows = [int(p) for p in stripped.lstrip("#").split()]
+                if matrix_name is None:
+                    raise _fail(source, f"line {number}: window row without a table title")
+                matrices[matrix_name] = {}
+                continue
+            if parts and normalise_column(parts[0]) in _SIZE_NAMES:
+                names = tuple(["size"] + [normalise_column(p) for p in parts[1:]])
+                columns = names
+                continue
+            # any other comment names the table that follows (vary-window mode)
+            matrix_name = normalise_column(stripped.lstrip("#"))
+            continue
+        if not _ROW_RE.match(line) and not stripped.isdigit():
+            raise _fail(source, f"line {number}: unexpected text {stripped[:60]!r}")
+        tokens = stripped.split()
+        if matrix_windows and matrix_name in matrices and columns is None:
+            if len(tokens) != len(matrix_windows) + 1:
+                raise _fail(source, f"line {number}: row cut off ({len(tokens) - 1} of "
+                                    f"{len(matrix_windows)} window values) — truncated output?")
+            try:
+                values = [float(t) for t in tokens[1:]]
+            except ValueError:
+                raise _fail(source, f"line {number}: non-numeric value in {stripped!r}") from None
+            matrices[matrix_name][int(tokens[0])] = dict(zip(matrix_windows, values, strict=True))
+            continue
+        if columns is None:
+            raise _fail(source, f"line {number}: data row before any column header")
+        if len(tokens) != len(columns):
+            raise _fail(source, f"line {number}: row has {len(tokens)} fields, header names "
+                                f"{len(columns)} ({', '.join(columns)}) — truncated output?")
+        row: dict[str, float | str] = {}
+        for name, token in zip(columns, tokens, strict=True):
+            row[name] = _number(token)
+        for name, val in row.items():
+            if name != "validation" and isinstance(val, str):
+                raise _fail(source, f"line {number}: column {name} is not a number: {val!r}")
+        rows.append(row)
+    if not title:
+        raise _fail(source, "no OSU benchmark title: not OMB output")
+    if columns is None and not matrices:
+        raise _fail(source, f"{title}: no column header — the run ended before measuring")
+    if not rows and not any(matrices.values()):
+        raise _fail(source, f"{title}: header but no measured rows — the run failed or was "
+                            "cut off before its first message size")
+    return OmbResult(title=title, columns=columns or ("size",), rows=rows, pairs=pairs,
+                     window=window, datatype=datatype, matrices=matrices)
+
+
+def check_complete(result: OmbResult, max_size: int, source: str = "<OMB output>") -> None:
+    """Raise ParseError when the run stopped before ``max_size`` (a killed run
+    prints whole rows up to where it stopped)."""
+    sizes = result.sizes()
+    if not sizes or max(sizes) < max_size:
+        last = max(sizes) if sizes else None
+        raise _fail(source, f"{result.title}: last message size {last}, expected up to "
+                            f"{max_size} — the run was cut off")

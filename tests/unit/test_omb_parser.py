@@ -1,0 +1,118 @@
+"""OMB parser on output recorded from real OMB 5.3 and 7.1 runs (Intel MPI, this machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcval.errors import ParseError
+from hpcval.parsers.omb import check_complete, normalise_column, parse_omb
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "omb"
+
+
+def load(version: str, name: str):
+    path = DATA / version / name
+    return parse_omb(path.read_text(), source=str(path))
+
+
+@pytest.mark.parametrize("version", ["5.3", "7.1"])
+def test_latency_columns_by_header(version: str) -> None:
+    result = load(version, "osu_latency.txt")
+    assert result.title == "MPI Latency Test"
+    assert result.columns == ("size", "latency_us")
+    assert result.sizes()[0] in (0, 1)
+    assert all(v > 0 for v in result.column("latency_us").values())
+
+
+def test_latency_values_5_3() -> None:
+    result = load("5.3", "osu_latency.txt")
+    assert result.value("latency_us", 0) == pytest.approx(2.22)
+    assert result.value("latency_us", 1) == pytest.approx(0.17)
+    assert max(result.sizes()) == 4194304
+
+
+def test_bandwidth_7_1_datatype_line_skipped() -> None:
+    result = load("7.1", "osu_bw.txt")
+    assert result.columns == ("size", "bandwidth_mb_per_s")
+    assert result.datatype == "MPI_CHAR"
+    assert result.value("bandwidth_mb_per_s", 1048576) == pytest.approx(3112.25)
+
+
+def test_validation_column_kept() -> None:
+    result = load("7.1", "osu_latency_validation.txt")
+    assert result.columns == ("size", "latency_us", "validation")
+    assert result.value("latency_us", 4096) == pytest.approx(2.96)
+    assert result.validation_failures() == []
+    bw = load("7.1", "osu_bw_validation.txt")
+    assert bw.validation_failures() == []
+
+
+def test_validation_failure_reported() -> None:
+    text = (DATA / "7.1" / "osu_latency_validation.txt").read_text()
+    text = text.replace("4.30                Pass", "4.30                Fail")
+    assert parse_omb(text).validation_failures() == [65536]
+
+
+@pytest.mark.parametrize(("version", "name", "pairs", "window"), [
+    ("5.3", "osu_mbw_mr_np4.txt", 2, "64"),
+    ("5.3", "osu_mbw_mr_np4_p1_w16.txt", 1, "16"),
+    ("7.1", "osu_mbw_mr_np4.txt", 2, "64"),
+    ("7.1", "osu_mbw_mr_np4_p1_w16.txt", 1, "16"),
+])
+def test_mbw_mr_pairs_window(version: str, name: str, pairs: int, window: str) -> None:
+    result = load(version, name)
+    assert result.columns == ("size", "mb_per_s", "messages_per_s")
+    assert (result.pairs, result.window) == (pairs, window)
+    # messages/s = MB/s * 1e6 / size, as OMB computes it
+    for size in (1, 1024):
+        mbs, rate = result.value("mb_per_s", size), result.value("messages_per_s", size)
+        assert rate == pytest.approx(mbs * 1e6 / size, rel=0.01)
+
+
+def test_mbw_mr_vary_window_matrix() -> None:
+    result = load("7.1", "osu_mbw_mr_np4_vary_window.txt")
+    assert result.window == "varied"
+    bw = result.matrices["uni_directional_bandwidth_mb_per_sec"]
+    rate = result.matrices["message_rate_profile"]
+    assert bw[4096][32] == pytest.approx(9216.69)
+    assert rate[1][128] == pytest.approx(5872181.66)
+    assert result.sizes() == [2**i for i in range(13)]
+
+
+@pytest.mark.parametrize(("version", "name", "message"), [
+    ("5.3", "osu_mbw_mr_bad_option.txt", "invalid option"),
+    ("7.1", "osu_latency_np3_error.txt", "exactly two processes"),
+    ("7.1", "osu_latency_killed.txt", "BAD TERMINATION"),
+    ("7.1", "osu_bw_bad_option.txt", "no measured rows"),
+    ("7.1", "osu_bw_truncated.txt", "truncated"),
+])
+def test_failed_runs_raise(version: str, name: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message) as info:
+        load(version, name)
+    assert name in str(info.value)
+
+
+def test_garbage_and_empty() -> None:
+    with pytest.raises(ParseError, match="not OMB output"):
+        parse_omb("hello\n")
+    with pytest.raises(ParseError):
+        parse_omb("")
+
+
+def test_killed_run_rows_before_termination_are_incomplete() -> None:
+    text = (DATA / "7.1" / "osu_latency_killed.txt").read_text()
+    head = text.split("=====")[0]
+    result = parse_omb(head)
+    assert max(result.sizes()) == 524288
+    with pytest.raises(ParseError, match="cut off"):
+        check_complete(result, 4194304)
+    check_complete(result, 524288)
+
+
+def test_header_names_extra_columns() -> None:
+    assert normalise_column("P50 Tail Lat(us)") == "p50_tail_lat_us"
+    assert normalise_column("Avg Latency(us)") == "avg_latency_us"
+    assert normalise_column("Bandwidth (MB/s)") == "bandwidth_mb_per_s"
+    assert normalise_column("Messages/s") == "messages_per_s"
