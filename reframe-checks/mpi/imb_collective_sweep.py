@@ -5,69 +5,32 @@ Runs IMB with every ``I_MPI_ADJUST_<COLLECTIVE>`` preset Intel MPI offers
 picks the fastest preset per message-size band and stores the setting string
 (``hpcval-tuning.json``; ``hpcval tune collectives`` prints it and writes it
 to the site). Judged figure: time the per-band winners save against Intel
-MPI's default choice. Logic: :mod:`hpcval.tuning`.
+MPI's default choice. Logic: :mod:`hpcval.tuning`,
+:class:`hpcval.rfm.imb.ImbLabelledRunsBase`.
 """
 
 import json
 from pathlib import Path
 
 import reframe as rfm
-import reframe.utility.typecheck as typ
-from reframe.core.builtins import (
-    parameter,
-    performance_function,
-    run_after,
-    run_before,
-    sanity_function,
-    variable,
-)
+from reframe.core.builtins import performance_function, sanity_function
 
 from hpcval import tuning
-from hpcval.rfm import HpcvalTest
+from hpcval.rfm.imb import ImbLabelledRunsBase
 
 
 @rfm.simple_test
-class imb_collective_sweep_check(HpcvalTest, rfm.RunOnlyRegressionTest):
+class imb_collective_sweep_check(ImbLabelledRunsBase):
     descr = "Intel MPI collective algorithms: fastest preset per message size"
     valid_systems = ["*"]
-    valid_prog_environs = ["+impi +imb"]
-    executable = "IMB-MPI1"
-    time_limit = "20m"
     tags = {"mpi", "impi", "tuning", "collectives"}
 
-    #: IMB benchmark whose Intel MPI algorithm is swept.
-    collective = parameter(["Allreduce", "Bcast"], loggable=True)
-
-    #: Repetitions per message size and algorithm (``-iter N``).
-    #:
-    #: :type: :class:`int`
-    repetitions = variable(int, value=50, loggable=True)
-
-    #: Message sizes as powers of two (``-msglog min:max``).
-    #:
-    #: :type: :class:`Tuple[int, int]`
-    msglog = variable(typ.Tuple[int, int], value=(3, 16), loggable=True)
-
-    @run_after("setup")
-    def set_options(self):
-        self.num_tasks = max(2, int(self.current_partition.processor.num_cpus or 2))
-        self.executable_opts = [
-            self.collective, "-npmin", str(self.num_tasks), "-iter", str(self.repetitions),
-            "-iter_policy", "off", "-msglog", f"{self.msglog[0]}:{self.msglog[1]}",
-        ]
-
-    @run_before("run")
-    def sweep_every_algorithm(self):
-        self._hpcval_launcher()
-        self.job.num_tasks = self.num_tasks
+    def labelled_runs(self, launch):
         var = tuning.variable_name(self.collective)
-        launch = " ".join(self.job.launcher.run_command(self.job).split())
-        imb = " ".join([self.executable, *self.executable_opts])
-        self.prerun_cmds = [f'echo "{tuning.MARKER} 0"']
-        self.postrun_cmds = [
+        return [
             f"last=$(impi_info -v {var} | sed -n 's/.*range: *0-\\([0-9]*\\).*/\\1/p')",
             f'for alg in $(seq 1 "${{last:-0}}"); do echo "{tuning.MARKER} $alg"; '
-            f"{var}=$alg {launch} {imb}; done",
+            f"{var}=$alg {launch}; done",
         ]
 
     def sweep(self):

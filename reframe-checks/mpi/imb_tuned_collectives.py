@@ -6,55 +6,33 @@ references, written by ``hpcval tune collectives --write``), alternating the
 two ``samples`` times in one job. Judged figure: the tuned run's total time
 over all sizes in % of the default run (median of the pairs). Skipped where
 the site has no tuned setting for the collective or it was tuned at another
-rank count. Logic: :mod:`hpcval.tuning`.
+rank count; a malformed file fails. Logic: :mod:`hpcval.tuning`,
+:class:`hpcval.rfm.imb.ImbLabelledRunsBase`.
 """
 
 import statistics
 from pathlib import Path
 
 import reframe as rfm
-import reframe.utility.typecheck as typ
-from reframe.core.builtins import (
-    parameter,
-    performance_function,
-    run_after,
-    run_before,
-    sanity_function,
-    variable,
-)
+from reframe.core.builtins import performance_function, run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcval import tuning
 from hpcval.errors import SiteError
-from hpcval.rfm import HpcvalTest
+from hpcval.rfm.imb import ImbLabelledRunsBase
 
 
 @rfm.simple_test
-class imb_tuned_collectives_check(HpcvalTest, rfm.RunOnlyRegressionTest):
+class imb_tuned_collectives_check(ImbLabelledRunsBase):
     descr = "Intel MPI tuned collective setting vs the default choice"
     valid_systems = ["*"]
-    valid_prog_environs = ["+impi +imb"]
-    executable = "IMB-MPI1"
-    time_limit = "10m"
+    repetitions = 100
     tags = {"mpi", "impi", "tuning", "collectives"}
-
-    #: IMB benchmark whose tuned setting is verified.
-    collective = parameter(["Allreduce", "Bcast"], loggable=True)
 
     #: Default/tuned pairs of runs in the job.
     #:
     #: :type: :class:`int`
     samples = variable(int, value=3, loggable=True)
-
-    #: Repetitions per message size (``-iter N``).
-    #:
-    #: :type: :class:`int`
-    repetitions = variable(int, value=100, loggable=True)
-
-    #: Message sizes as powers of two (``-msglog min:max``).
-    #:
-    #: :type: :class:`Tuple[int, int]`
-    msglog = variable(typ.Tuple[int, int], value=(3, 16), loggable=True)
 
     #: The tuned setting in use (from the site's ``mpi-tuning.yaml``).
     #:
@@ -63,9 +41,8 @@ class imb_tuned_collectives_check(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     @run_after("setup")
     def load_tuned_setting(self):
-        self.num_tasks = max(2, int(self.current_partition.processor.num_cpus or 2))
-        refs = Path(self.current_partition.extras.get("references", ""))
-        path = refs.parent / tuning.TUNING_FILE
+        path = Path(self.current_partition.extras.get("references", "")).parent / \
+            tuning.TUNING_FILE
         try:
             entry = tuning.load_tuning(path).get(self.collective) if path.exists() else None
         except SiteError as err:
@@ -76,22 +53,12 @@ class imb_tuned_collectives_check(HpcvalTest, rfm.RunOnlyRegressionTest):
                      f"{path}: {self.collective} was tuned at {entry.get('ranks')} ranks, this "
                      f"run has {self.num_tasks}")
         self.tuned_setting = entry["setting"]
-        self.executable_opts = [
-            self.collective, "-npmin", str(self.num_tasks), "-iter", str(self.repetitions),
-            "-iter_policy", "off", "-msglog", f"{self.msglog[0]}:{self.msglog[1]}",
-        ]
 
-    @run_before("run")
-    def alternate_default_and_tuned(self):
-        self._hpcval_launcher()
-        self.job.num_tasks = self.num_tasks
+    def labelled_runs(self, launch):
         var = tuning.variable_name(self.collective)
-        launch = " ".join(self.job.launcher.run_command(self.job).split())
-        imb = " ".join([self.executable, *self.executable_opts])
-        self.prerun_cmds = [f'echo "{tuning.MARKER} 0"']
-        pair = [f'echo "{tuning.MARKER} 1"', f'{var}="{self.tuned_setting}" {launch} {imb}']
-        again = [f'echo "{tuning.MARKER} 0"', f"{launch} {imb}"]
-        self.postrun_cmds = pair + (again + pair) * (self.samples - 1)
+        tuned = [f'echo "{tuning.MARKER} 1"', f'{var}="{self.tuned_setting}" {launch}']
+        default = [f'echo "{tuning.MARKER} 0"', launch]
+        return tuned + (default + tuned) * (self.samples - 1)
 
     def ratios(self):
         return self.parse_stdout(lambda text, source: tuning.tuned_vs_default_pct(

@@ -16,6 +16,7 @@ from reframe.core.builtins import parameter, run_after, run_before, sanity_funct
 from hpcval.errors import ParseError
 from hpcval.parsers.imb import ImbTable, check_complete, parse_imb, parse_imb_runs
 from hpcval.rfm.base import HpcvalTest, last_level_cache_bytes
+from hpcval.tuning import MARKER
 
 
 class ImbPingPongBase(HpcvalTest, rfm.RunOnlyRegressionTest):
@@ -246,3 +247,50 @@ class ImbSampledBase(HpcvalTest, rfm.RunOnlyRegressionTest):
             self.record_series(f"{bench} (np={table.processes}, median of {len(runs)})",
                                "message size", "B", columns, judged)
         return True
+
+
+class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
+    """One IMB collective run several times in one job, each run under its
+    own environment (e.g. an ``I_MPI_ADJUST_*`` setting) and preceded by a
+    ``HPCVAL-ALGORITHM <label>`` line (:func:`hpcval.tuning.parse_labelled_runs`).
+    The first run is IMB with the job's own environment, labelled 0; a final
+    check adds the others in :meth:`labelled_runs`."""
+
+    executable = "IMB-MPI1"
+    valid_prog_environs = ["+impi +imb"]
+    time_limit = "20m"
+
+    #: IMB collective under test.
+    collective = parameter(["Allreduce", "Bcast"], loggable=True)
+
+    #: Repetitions per message size (``-iter N``).
+    #:
+    #: :type: :class:`int`
+    repetitions = variable(int, value=50, loggable=True)
+
+    #: Message sizes as powers of two (``-msglog min:max``).
+    #:
+    #: :type: :class:`Tuple[int, int]`
+    msglog = variable(typ.Tuple[int, int], value=(3, 16), loggable=True)
+
+    @run_after("setup")
+    def set_options(self) -> None:
+        self.num_tasks = max(2, int(self.current_partition.processor.num_cpus or 2))
+        self.executable_opts = [
+            self.collective, "-npmin", str(self.num_tasks), "-iter", str(self.repetitions),
+            "-iter_policy", "off", "-msglog", f"{self.msglog[0]}:{self.msglog[1]}",
+        ]
+
+    def labelled_runs(self, launch: str) -> list[str]:
+        """Shell lines of the runs after the first (``launch`` is the full
+        launcher-and-IMB command)."""
+        raise NotImplementedError
+
+    @run_before("run")
+    def write_labelled_runs(self) -> None:
+        self._hpcval_launcher()
+        self.job.num_tasks = self.num_tasks
+        launcher = " ".join(self.job.launcher.run_command(self.job).split())
+        command = " ".join([launcher, self.executable, *self.executable_opts])
+        self.prerun_cmds = [f'echo "{MARKER} 0"']
+        self.postrun_cmds = self.labelled_runs(command)
