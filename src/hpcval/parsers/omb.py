@@ -203,11 +203,12 @@ def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
                      window=window, datatype=datatype, matrices=matrices)
 
 
-def check_complete(result: OmbResult, max_size: int, source: str = "<OMB output>") -> None:
-    """Raise ParseError when the run stopped before ``max_size`` (a killed run
-    prints whole rows up to where it stopped)."""
+def check_complete(result: OmbResult, max_size: int, source: str = "<OMB output>") -> OmbResult:
+    """``result``, or ParseError when the run stopped before ``max_size`` (a
+    killed run prints whole rows up to where it stopped)."""
     sizes = result.sizes()
     if not sizes or max(sizes) < max_size:
         last = max(sizes) if sizes else None
         raise _fail(source, f"{result.title}: last message size {last}, expected up to "
                             f"{max_size} — the run was cut off")
+    return result

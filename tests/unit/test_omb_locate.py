@@ -1,0 +1,44 @@
+"""How OMB checks find their programs: $HPCVAL_OMB_DIR, then PATH."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hpcval.rfm.omb import find_omb_program
+
+
+def _program(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_found_in_subdirectory_of_omb_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = _program(tmp_path / "libexec" / "osu-micro-benchmarks" / "mpi" / "pt2pt" / "osu_bw")
+    monkeypatch.setenv("HPCVAL_OMB_DIR", str(tmp_path))
+    monkeypatch.delenv("HPCVAL_OMB_ENVIRON", raising=False)
+    path, where = find_omb_program("osu_bw", "impi")
+    assert path == str(prog)
+    assert where == "$HPCVAL_OMB_DIR"
+
+
+def test_omb_dir_only_for_its_environment(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _program(tmp_path / "osu_bw")
+    monkeypatch.setenv("HPCVAL_OMB_DIR", str(tmp_path))
+    monkeypatch.setenv("HPCVAL_OMB_ENVIRON", "impi")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    path, where = find_omb_program("osu_bw", "openmpi")
+    assert path is None
+    assert "PATH" in where
+
+
+def test_path_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = _program(tmp_path / "bin" / "osu_latency")
+    monkeypatch.delenv("HPCVAL_OMB_DIR", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/nonexistent")
+    assert find_omb_program("osu_latency", "openmpi")[0] == str(prog)
