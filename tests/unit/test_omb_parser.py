@@ -116,3 +116,30 @@ def test_header_names_extra_columns() -> None:
     assert normalise_column("Avg Latency(us)") == "avg_latency_us"
     assert normalise_column("Bandwidth (MB/s)") == "bandwidth_mb_per_s"
     assert normalise_column("Messages/s") == "messages_per_s"
+
+
+def test_tail_latency_columns_7_4() -> None:
+    result = load("7.4", "osu_latency_tail.txt")
+    assert result.columns == ("size", "avg_latency_us", "p50_tail_lat_us", "p90_tail_lat_us",
+                              "p99_tail_lat_us")
+    assert result.value("p99_tail_lat_us", 1) == pytest.approx(21.78)
+    # the 5.x-7.1 name reaches the same column
+    assert result.value("latency_us", 2) == pytest.approx(2.30)
+    assert result.resolve("latency_us") == "avg_latency_us"
+
+
+def test_validation_between_tail_columns_7_4() -> None:
+    result = load("7.4", "osu_latency_validation_tail.txt")
+    assert result.columns[:3] == ("size", "avg_latency_us", "validation")
+    assert result.validation_failures() == []
+    assert result.value("p50_tail_lat_us", 2) == pytest.approx(0.20)
+
+
+def test_bandwidth_tail_and_mbw_mr_7_4() -> None:
+    bw = load("7.4", "osu_bw_tail.txt")
+    assert bw.columns == ("size", "bandwidth_mb_per_s", "p50_tail_bw_mb_per_s",
+                          "p90_tail_bw_mb_per_s", "p99_tail_bw_mb_per_s")
+    assert bw.value("p90_tail_bw_mb_per_s", 1) == pytest.approx(6.83)
+    mbw = load("7.4", "osu_mbw_mr_np4_p2_w32.txt")
+    assert (mbw.pairs, mbw.window) == (2, "32")
+    assert mbw.value("messages_per_s", 1) == pytest.approx(1876326.50)

@@ -51,6 +51,8 @@ _FAILURE_MARKERS = (
     "Fatal error",
 )
 _SIZE_NAMES = ("size", "bytes", "message_size")
+#: Names a column goes by in other OMB versions (7.4: ``Avg Latency(us)``).
+ALIASES = {"latency_us": ("avg_latency_us",), "avg_latency_us": ("latency_us",)}
 
 
 def normalise_column(header: str) -> str:
@@ -79,8 +81,17 @@ class OmbResult:
         first = next(iter(self.matrices.values()), {})
         return sorted(first)
 
+    def resolve(self, name: str) -> str:
+        """The name this output uses for column ``name`` (which may be the
+        name the same column has in another OMB version)."""
+        if name in self.columns:
+            return name
+        return next((a for a in ALIASES.get(name, ()) if a in self.columns), name)
+
     def column(self, name: str) -> dict[int, float]:
-        """Message size → value of a numeric column (normalised name)."""
+        """Message size → value of a numeric column (normalised name, or a
+        name the same column has in another OMB version)."""
+        name = self.resolve(name)
         if name not in self.columns:
             raise KeyError(f"OMB output has no column {name!r} (has {', '.join(self.columns)})")
         return {int(r["size"]): float(r[name]) for r in self.rows}  # type: ignore[arg-type]

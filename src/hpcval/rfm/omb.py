@@ -29,9 +29,19 @@ from hpcval.rfm.base import HpcvalTest
 OMB_DIR_VAR = "HPCVAL_OMB_DIR"
 OMB_ENVIRON_VAR = "HPCVAL_OMB_ENVIRON"
 
-#: Units of OMB's columns (normalised header names).
+#: Units of OMB's judged columns (normalised header names).
 COLUMN_UNITS = {"latency_us": "us", "bandwidth_mb_per_s": "MB/s", "mb_per_s": "MB/s",
                 "messages_per_s": "msg/s"}
+
+
+def column_unit(column: str) -> str | None:
+    """Unit of any OMB column, tail percentiles included (``p99_tail_lat_us``)."""
+    if column in COLUMN_UNITS:
+        return COLUMN_UNITS[column]
+    for suffix, unit in (("_us", "us"), ("_mb_per_s", "MB/s"), ("messages_per_s", "msg/s")):
+        if column.endswith(suffix):
+            return unit
+    return None
 
 
 def find_omb_program(name: str, environ: str | None = None) -> tuple[str | None, str]:
@@ -87,6 +97,12 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     #: :type: :class:`bool`
     validation = variable(bool, value=False, loggable=True)
 
+    #: Print tail percentiles (``-z``, OMB >= 7.3): P50/P90/P99 columns,
+    #: stored with the run (seed 004: the spread, not only the mean).
+    #:
+    #: :type: :class:`bool`
+    tail_latencies = variable(bool, value=False, loggable=True)
+
     #: Further OMB options.
     #:
     #: :type: :class:`List[str]`
@@ -115,7 +131,8 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
         self.executable_opts = [
             "-m", f"{self.message_sizes[0]}:{self.message_sizes[1]}",
             "-i", str(self.iterations), "-x", str(self.warmup),
-            *(["-c"] if self.validation else []), *self.omb_options,
+            *(["-c"] if self.validation else []), *(["-z"] if self.tail_latencies else []),
+            *self.omb_options,
         ]
 
     def result(self) -> OmbResult:
@@ -127,10 +144,6 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     def figure(self, column: str, size: int) -> float:
         return self.result().value(column, size)
 
-    def judged_columns(self) -> dict[str, str]:
-        """Series label -> column stored for the report."""
-        return {c: c for c in self.result().columns if c in COLUMN_UNITS}
-
     @sanity_function
     def complete_output(self) -> bool:
         return self.verify()
@@ -141,9 +154,9 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
         failed = result.validation_failures()
         if failed:
             raise SanityError(f"{self.program}: data validation failed at sizes {failed}")
-        columns = {c: (COLUMN_UNITS[c], [(float(s), v) for s, v in result.column(c).items()])
-                   for c in result.columns if c in COLUMN_UNITS}
-        judged = {v: (c, s) for v, (c, s) in self.figures.items()}
+        columns = {c: (str(column_unit(c)), [(float(s), v) for s, v in result.column(c).items()])
+                   for c in result.columns if column_unit(c)}
+        judged = {v: (result.resolve(c), s) for v, (c, s) in self.figures.items()}
         self.record_series(result.title, "message size", "B", columns, judged)
         return True
 
