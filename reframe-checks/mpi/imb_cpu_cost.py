@@ -10,7 +10,8 @@ where the kernel exposes hardware counters, else reported as
 ``poll`` is the MPI library's default; ``wait`` asks Intel MPI not to spin
 (``I_MPI_WAIT_MODE=1``), the non-polling case seed 003 asks for. Figures:
 CPU busy and CPU available (% of a core, median over ranks) and the
-bandwidth the transfer reached. Logic: :mod:`hpcval.cpucost`."""
+bandwidth the transfer reached. On an ``internode`` partition the two ranks
+run on two nodes. Logic: :mod:`hpcval.cpucost`."""
 
 import sys
 from pathlib import Path
@@ -57,8 +58,12 @@ class imb_cpu_cost_check(HpcvalTest, rfm.RunOnlyRegressionTest):
         impi = "impi" in self.current_environ.features
         self.skip_if(self.wait_mode == "wait" and not impi,
                      "wait mode is set through Intel MPI's I_MPI_WAIT_MODE")
-        if self.wait_mode == "wait":
-            self.env_vars["I_MPI_WAIT_MODE"] = "1"
+        if impi:
+            # explicit both ways: a site's environment may set either
+            self.env_vars["I_MPI_WAIT_MODE"] = "1" if self.wait_mode == "wait" else "0"
+        if "internode" in self.current_partition.features:
+            # one rank per node: the stream crosses the network
+            self.num_tasks_per_node = 1
         self.executable_opts = [
             "-m", "hpcval.cpucost", "--", "IMB-MPI1", "Uniband", "-npmin", str(self.num_tasks),
             "-msglog", "20:20", "-iter", str(self.repetitions), "-iter_policy", "off",
@@ -98,5 +103,9 @@ class imb_cpu_cost_check(HpcvalTest, rfm.RunOnlyRegressionTest):
     def measured(self):
         records = self.records()
         self.counters = ",".join(sorted({r.counters for r in records}))
+        if "internode" in self.current_partition.features:
+            nodes = sorted(set(self.job.nodelist or []))
+            if len(nodes) != 2:
+                raise SanityError(f"the ranks must run on two nodes; the job ran on {nodes}")
         self.figure("bandwidth").evaluate()
         return True
