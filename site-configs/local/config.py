@@ -16,10 +16,13 @@ from hpcval.rfm.site import (
     detected_environments,
     partition_extras,
     run_directories,
+    spack_environments,
 )
 
 SITE_DIR = Path(__file__).resolve().parent
-ENVIRONMENTS = detected_environments()
+# Plus one environment per MPI stack whose IMB the Spack environment
+# environments/local has installed (none where Spack is absent).
+ENVIRONMENTS = detected_environments() + spack_environments("local")
 
 site_configuration = {
     "systems": [

@@ -8,6 +8,7 @@ the machine.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -168,3 +169,62 @@ def detected_environments() -> list[Environment]:
     the ``plain`` environment."""
     envs = [intel_mpi_from_pypi(), open_mpi_from_system(), mpich_from_system()]
     return [e for e in envs if e is not None] + [plain_environment()]
+
+
+#: MPI stacks of a Spack environment offered as programming environments:
+#: name -> (spec of the IMB root to look up, MPI package name, extra env_vars).
+SPACK_MPI_STACKS: dict[str, tuple[str, str, list[list[str]]]] = {
+    "openmpi": ("intel-mpi-benchmarks ^openmpi", "openmpi",
+                [["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
+                 ["OMPI_MCA_rmaps_base_oversubscribe", "1"]]),
+    "mpich": ("intel-mpi-benchmarks ^mpich", "mpich", []),
+}
+
+
+def spack_environments(system: str, stacks: list[str] | None = None) -> list[Environment]:
+    """One programming environment per MPI stack whose Intel MPI Benchmarks
+    are installed in the Spack environment ``environments/<system>``.
+
+    Each is named ``spack-<mpi>``; its ``PATH`` leads to the Spack-built
+    ``IMB-MPI1`` (feature ``imb``), and ``extras.spec`` holds the concrete spec
+    (benchmark, compiler, MPI). Empty where Spack is not installed, where
+    ``HPCVAL_SPACK=0``, or where nothing is installed yet: a site config calling
+    this keeps working without Spack.
+    """
+    if os.environ.get("HPCVAL_SPACK", "1") == "0":
+        return []
+    from hpcval import spack
+
+    if spack.find_spack() is None:
+        return []
+    env_dir = spack.environment_dir(system)
+    if not (env_dir / "spack.yaml").is_file():
+        return []
+    envs = []
+    for name in stacks or list(SPACK_MPI_STACKS):
+        imb_spec, mpi_name, env_vars = SPACK_MPI_STACKS[name]
+        prefix = spack.install_prefix(env_dir, imb_spec)
+        if prefix is None or not (prefix / "bin" / "IMB-MPI1").exists():
+            continue
+        nodes = spack.read_spec_json(prefix)
+        mpi = next((n for n in nodes if n["name"] == mpi_name), None)
+        if mpi is None:
+            continue
+        mpi_prefix = Path(mpi.get("external", {}).get("path") or "")
+        if not str(mpi_prefix) or str(mpi_prefix) == ".":
+            mpi_prefix = spack.install_prefix(env_dir, f"/{mpi['hash']}") or mpi_prefix
+        mpi_bin = mpi_prefix / "bin"
+        mpirun = shutil.which(f"mpirun.{mpi_name}") if str(mpi_prefix) == "/usr" else None
+        mpirun = mpirun or str(mpi_bin / "mpirun")
+        envs.append({
+            "name": f"spack-{name}",
+            "features": ["mpi", name, "imb", "spack"],
+            "env_vars": [["PATH", f"{prefix / 'bin'}:$PATH"], *env_vars],
+            "extras": {
+                "mpi_stack": f"{mpi_name}@{mpi['version']} (spack:{system})",
+                "mpirun": mpirun,
+                "spec": spack.describe_spec(nodes, mpi_name),
+                "spack_prefix": str(prefix),
+            },
+        })
+    return envs
