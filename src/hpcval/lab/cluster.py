@@ -258,7 +258,8 @@ def status(state_dir: Path | None = None) -> LabStatus:
         result.nodes.append(NodeStatus(node.name, node.address, ns_ok, st, qdisc, rx, tx))
         if not ns_ok:
             result.problems.append(f"namespace {node.netns} is missing")
-        elif st != "idle" and not st.startswith(("alloc", "mix")):
+        elif st != "idle" and not st.startswith(("alloc", "mix", "comp")):
+            # allocated, mixed and completing (a job just ended) are a working node
             result.problems.append(f"{node.name} is {st}")
     if not state.ready:
         result.problems.append("lab is not ready ('up' did not finish)")
