@@ -1,0 +1,619 @@
+/*
+ * cfdio: CFD-like proxy measuring what result-file output costs a run.
+ *
+ * 3-D structured grid, 7-point stencil sweeps with halo exchange on a
+ * Cartesian communicator; every N steps the field is written in one of the
+ * strategies none | per-rank-then-gather | gather-to-root | mpiio.  The global
+ * file layout is identical for all strategies: the global grid as raw native
+ * doubles, row-major, last dimension fastest.
+ *
+ * --mode triad runs a STREAM-triad-like kernel (a = b + s*c) instead.
+ *
+ * One result line on rank 0:  CFDIO key=value ...
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum strategy { S_NONE, S_PERRANK, S_GATHER, S_MPIIO };
+static const char *strategy_names[] = {"none", "per-rank-then-gather", "gather-to-root",
+                                       "mpiio"};
+
+static int rank, nranks;
+static MPI_Comm cart;
+static int dims[3], coords[3];
+static int gsize[3], lsize[3], lstart[3];
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "cfdio: %s\n", msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void usage(void)
+{
+    if (rank == 0)
+        fprintf(stderr,
+                "usage: cfdio [--mode stencil|triad] [--local NX NY NZ | --global NX NY NZ]\n"
+                "             [--steps N] [--every N] [--strategy none|per-rank-then-gather|"
+                "gather-to-root|mpiio]\n"
+                "             [--dir DIR] [--keep] [--triad-n N] [--reps N]\n");
+}
+
+/* order-independent, position-sensitive checksum of one element */
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t elem_sum(double v, uint64_t gidx)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return mix(bits ^ (gidx * UINT64_C(0x9e3779b97f4a7c15)));
+}
+
+static void block_of(int r, int start[3], int size[3])
+{
+    int c[3];
+    MPI_Cart_coords(cart, r, 3, c);
+    for (int d = 0; d < 3; d++) {
+        int base = gsize[d] / dims[d], rem = gsize[d] % dims[d];
+        size[d] = base + (c[d] < rem);
+        start[d] = c[d] * base + (c[d] < rem ? c[d] : rem);
+    }
+}
+
+#define IDX(i, j, k) (((size_t)(i) * (lsize[1] + 2) + (j)) * (lsize[2] + 2) + (k))
+
+static void pack(const double *u, double *buf)
+{
+    size_t n = 0;
+    for (int i = 1; i <= lsize[0]; i++)
+        for (int j = 1; j <= lsize[1]; j++)
+            for (int k = 1; k <= lsize[2]; k++)
+                buf[n++] = u[IDX(i, j, k)];
+}
+
+/* place a packed block into the global array */
+static void place(double *global, const double *blk, const int st[3], const int sz[3])
+{
+    size_t n = 0;
+    for (int i = 0; i < sz[0]; i++)
+        for (int j = 0; j < sz[1]; j++) {
+            size_t off = ((size_t)(st[0] + i) * gsize[1] + st[1] + j) * gsize[2] + st[2];
+            memcpy(global + off, blk + n, (size_t)sz[2] * sizeof(double));
+            n += (size_t)sz[2];
+        }
+}
+
+static uint64_t field_checksum(const double *u)
+{
+    uint64_t s = 0;
+    for (int i = 1; i <= lsize[0]; i++)
+        for (int j = 1; j <= lsize[1]; j++)
+            for (int k = 1; k <= lsize[2]; k++) {
+                uint64_t g = ((uint64_t)(lstart[0] + i - 1) * gsize[1] + lstart[1] + j - 1) *
+                                 gsize[2] + lstart[2] + k - 1;
+                s += elem_sum(u[IDX(i, j, k)], g);
+            }
+    uint64_t tot = 0;
+    MPI_Allreduce(&s, &tot, 1, MPI_UINT64_T, MPI_SUM, cart);
+    return tot;
+}
+
+/* ---- checked POSIX I/O: on failure, print path + errno, return -1 ---- */
+static int write_all(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "cfdio: rank %d: cannot create %s: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        return -1;
+    }
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "cfdio: rank %d: write to %s failed: %s (errno %d)\n", rank, path,
+                    strerror(errno), errno);
+            close(fd);
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        fprintf(stderr, "cfdio: rank %d: fsync of %s failed: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        close(fd);
+        return -1;
+    }
+    if (close(fd) != 0) {
+        fprintf(stderr, "cfdio: rank %d: close of %s failed: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        return -1;
+    }
+    return 0;
+}
+
+static int read_all(const char *path, void *data, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        fprintf(stderr, "cfdio: rank %d: cannot open %s: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        return -1;
+    }
+    char *p = data;
+    while (len > 0) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            fprintf(stderr, "cfdio: rank %d: read of %s failed: %s\n", rank, path,
+                    r == 0 ? "short file" : strerror(errno));
+            close(fd);
+            return -1;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+static int all_ok(int ok)
+{
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, cart);
+    return all;
+}
+
+/* write one result file; returns 1 on success on every rank, 0 otherwise */
+static int output(enum strategy s, const double *u, const char *path, const char *dir,
+                  int step)
+{
+    size_t lcount = (size_t)lsize[0] * lsize[1] * lsize[2];
+    size_t gcount = (size_t)gsize[0] * gsize[1] * gsize[2];
+    double *buf = malloc(lcount * sizeof(double) + 1);
+    if (!buf)
+        die("out of memory (pack buffer)");
+    pack(u, buf);
+    int ok = 1;
+
+    if (s == S_GATHER || s == S_PERRANK) {
+        double *global = NULL;
+        if (rank == 0) {
+            global = malloc(gcount * sizeof(double) + 1);
+            if (!global)
+                die("out of memory (global array on rank 0)");
+        }
+        if (s == S_GATHER) {
+            int *counts = NULL, *displs = NULL;
+            double *recv = NULL;
+            if (rank == 0) {
+                counts = malloc(nranks * sizeof(int));
+                displs = malloc(nranks * sizeof(int));
+                recv = malloc(gcount * sizeof(double) + 1);
+                if (!counts || !displs || !recv)
+                    die("out of memory (gather buffers)");
+                long off = 0;
+                for (int r = 0; r < nranks; r++) {
+                    int st[3], sz[3];
+                    block_of(r, st, sz);
+                    counts[r] = sz[0] * sz[1] * sz[2];
+                    displs[r] = (int)off;
+                    off += counts[r];
+                }
+            }
+            MPI_Gatherv(buf, (int)lcount, MPI_DOUBLE, recv, counts, displs, MPI_DOUBLE, 0,
+                        cart);
+            if (rank == 0) {
+                for (int r = 0; r < nranks; r++) {
+                    int st[3], sz[3];
+                    block_of(r, st, sz);
+                    place(global, recv + displs[r], st, sz);
+                }
+                free(recv);
+                free(counts);
+                free(displs);
+            }
+        } else {
+            char part[4096];
+            snprintf(part, sizeof part, "%s/cfdio_step%06d.part%05d", dir, step, rank);
+            if (write_all(part, buf, lcount * sizeof(double)) != 0) {
+                ok = 0;
+                unlink(part);
+            }
+            ok = all_ok(ok);
+            if (rank == 0 && ok) {
+                for (int r = 0; r < nranks && ok; r++) {
+                    int st[3], sz[3];
+                    char p[4096];
+                    block_of(r, st, sz);
+                    size_t n = (size_t)sz[0] * sz[1] * sz[2];
+                    double *blk = malloc(n * sizeof(double) + 1);
+                    if (!blk)
+                        die("out of memory (part buffer)");
+                    snprintf(p, sizeof p, "%s/cfdio_step%06d.part%05d", dir, step, r);
+                    if (read_all(p, blk, n * sizeof(double)) != 0)
+                        ok = 0;
+                    else
+                        place(global, blk, st, sz);
+                    free(blk);
+                }
+            }
+            MPI_Bcast(&ok, 1, MPI_INT, 0, cart);
+            if (ok)
+                unlink(part); /* parts are intermediate: gone once gathered */
+        }
+        if (rank == 0 && ok) {
+            if (write_all(path, global, gcount * sizeof(double)) != 0)
+                ok = 0;
+        }
+        free(global);
+        MPI_Bcast(&ok, 1, MPI_INT, 0, cart);
+        if (!ok && s == S_PERRANK) {
+            char part[4096];
+            snprintf(part, sizeof part, "%s/cfdio_step%06d.part%05d", dir, step, rank);
+            unlink(part);
+        }
+    } else if (s == S_MPIIO) {
+        MPI_File fh;
+        MPI_Datatype ftype;
+        char err[MPI_MAX_ERROR_STRING];
+        int elen, rc;
+        MPI_Type_create_subarray(3, gsize, lsize, lstart, MPI_ORDER_C, MPI_DOUBLE, &ftype);
+        MPI_Type_commit(&ftype);
+        rc = MPI_File_open(cart, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+        if (rc != MPI_SUCCESS) {
+            MPI_Error_string(rc, err, &elen);
+            fprintf(stderr, "cfdio: rank %d: MPI_File_open of %s failed: %s\n", rank, path,
+                    err);
+            ok = 0;
+        }
+        if (all_ok(ok)) {
+            MPI_File_set_size(fh, 0);
+            MPI_File_set_view(fh, 0, MPI_DOUBLE, ftype, "native", MPI_INFO_NULL);
+            MPI_Status st;
+            rc = MPI_File_write_at_all(fh, 0, buf, (int)lcount, MPI_DOUBLE, &st);
+            int cnt = 0;
+            if (rc == MPI_SUCCESS)
+                MPI_Get_count(&st, MPI_DOUBLE, &cnt);
+            if (rc != MPI_SUCCESS || (size_t)cnt != lcount) {
+                if (rc != MPI_SUCCESS)
+                    MPI_Error_string(rc, err, &elen);
+                else
+                    snprintf(err, sizeof err, "short write (%d of %zu elements)", cnt, lcount);
+                fprintf(stderr, "cfdio: rank %d: MPI_File_write_at_all to %s failed: %s\n",
+                        rank, path, err);
+                ok = 0;
+            }
+            rc = MPI_File_sync(fh);
+            if (rc != MPI_SUCCESS && ok) {
+                MPI_Error_string(rc, err, &elen);
+                fprintf(stderr, "cfdio: rank %d: MPI_File_sync of %s failed: %s\n", rank, path,
+                        err);
+                ok = 0;
+            }
+            rc = MPI_File_close(&fh);
+            if (rc != MPI_SUCCESS && ok) {
+                MPI_Error_string(rc, err, &elen);
+                fprintf(stderr, "cfdio: rank %d: MPI_File_close of %s failed: %s\n", rank,
+                        path, err);
+                ok = 0;
+            }
+            ok = all_ok(ok);
+        } else {
+            ok = 0;
+            if (rc == MPI_SUCCESS)
+                MPI_File_close(&fh);
+        }
+        MPI_Type_free(&ftype);
+    }
+    free(buf);
+    if (!ok && rank == 0)
+        unlink(path);
+    MPI_Barrier(cart);
+    return ok;
+}
+
+/* rank 0 reads the file back: size and checksum must match the field's */
+static int verify(const char *path, uint64_t expect)
+{
+    int ok = 1;
+    if (rank == 0) {
+        size_t gcount = (size_t)gsize[0] * gsize[1] * gsize[2];
+        struct stat sb;
+        if (stat(path, &sb) != 0 || (size_t)sb.st_size != gcount * sizeof(double)) {
+            fprintf(stderr, "cfdio: verify: %s has size %lld, expected %zu\n", path,
+                    (long long)sb.st_size, gcount * sizeof(double));
+            ok = 0;
+        } else {
+            FILE *f = fopen(path, "rb");
+            double chunk[4096];
+            uint64_t s = 0, g = 0;
+            size_t n;
+            while (f && (n = fread(chunk, sizeof(double), 4096, f)) > 0)
+                for (size_t i = 0; i < n; i++, g++)
+                    s += elem_sum(chunk[i], g);
+            if (f)
+                fclose(f);
+            if (!f || s != expect || g != gcount) {
+                fprintf(stderr, "cfdio: verify: checksum of %s is %016" PRIx64
+                        ", field has %016" PRIx64 "\n", path, s, expect);
+                ok = 0;
+            }
+        }
+    }
+    MPI_Bcast(&ok, 1, MPI_INT, 0, cart);
+    return ok;
+}
+
+static void halo(double *u, MPI_Datatype face[3])
+{
+    for (int d = 0; d < 3; d++) {
+        int lo, hi;
+        MPI_Cart_shift(cart, d, 1, &lo, &hi);
+        int s_lo[3] = {0, 0, 0}, s_hi[3] = {0, 0, 0}, r_lo[3] = {0, 0, 0}, r_hi[3] = {0, 0, 0};
+        s_lo[d] = 1;
+        s_hi[d] = lsize[d];
+        r_lo[d] = 0;
+        r_hi[d] = lsize[d] + 1;
+        /* faces span the whole padded extent in other dimensions from index 0 */
+        MPI_Sendrecv(u + IDX(s_hi[0], s_hi[1], s_hi[2]), 1, face[d], hi, d,
+                     u + IDX(r_lo[0], r_lo[1], r_lo[2]), 1, face[d], lo, d, cart,
+                     MPI_STATUS_IGNORE);
+        MPI_Sendrecv(u + IDX(s_lo[0], s_lo[1], s_lo[2]), 1, face[d], lo, d + 3,
+                     u + IDX(r_hi[0], r_hi[1], r_hi[2]), 1, face[d], hi, d + 3, cart,
+                     MPI_STATUS_IGNORE);
+    }
+}
+
+static void sweep(const double *u, double *v)
+{
+    const double c0 = 0.4, c1 = 0.1;
+    size_t sj = (size_t)lsize[2] + 2, si = sj * ((size_t)lsize[1] + 2);
+    for (int i = 1; i <= lsize[0]; i++)
+        for (int j = 1; j <= lsize[1]; j++) {
+            const double *p = u + IDX(i, j, 0);
+            double *q = v + IDX(i, j, 0);
+            for (int k = 1; k <= lsize[2]; k++)
+                q[k] = c0 * p[k] + c1 * (p[k - 1] + p[k + 1] + p[k - sj] + p[k + sj] +
+                                         p[k - si] + p[k + si]) - 0.1 * p[k];
+        }
+}
+
+static double tmax(double t)
+{
+    double m;
+    MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+static int run_triad(long n, int reps)
+{
+    double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double)),
+           *c = malloc(n * sizeof(double));
+    if (!a || !b || !c)
+        die("out of memory (triad arrays)");
+    for (long i = 0; i < n; i++) {
+        a[i] = 0.0;
+        b[i] = 1.0;
+        c[i] = 2.0;
+    }
+    double best = 1e30, s = 3.0;
+    for (int r = 0; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (long i = 0; i < n; i++)
+            a[i] = b[i] + s * c[i];
+        double t = tmax(MPI_Wtime() - t0);
+        if (t < best)
+            best = t;
+    }
+    double err = 0;
+    for (long i = 0; i < n; i++)
+        err += a[i] - 7.0;
+    double bytes = 3.0 * sizeof(double) * (double)n * nranks;
+    if (rank == 0)
+        printf("CFDIO mode=triad ranks=%d n_per_rank=%ld reps=%d best_s=%.6e bytes=%.0f "
+               "triad_MBs=%.1f valid=%d\n",
+               nranks, n, reps, best, bytes, bytes / best / 1e6, err == 0.0);
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    int local[3] = {64, 64, 64}, global[3] = {0, 0, 0}, use_global = 0;
+    int steps = 20, every = 10, keep = 0, reps = 10, triad = 0;
+    long triad_n = 20000000L;
+    enum strategy strat = S_NONE;
+    const char *dir = ".";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--local") && i + 3 < argc) {
+            for (int d = 0; d < 3; d++)
+                local[d] = atoi(argv[++i]);
+        } else if (!strcmp(a, "--global") && i + 3 < argc) {
+            for (int d = 0; d < 3; d++)
+                global[d] = atoi(argv[++i]);
+            use_global = 1;
+        } else if (!strcmp(a, "--steps") && i + 1 < argc) {
+            steps = atoi(argv[++i]);
+        } else if (!strcmp(a, "--every") && i + 1 < argc) {
+            every = atoi(argv[++i]);
+        } else if (!strcmp(a, "--dir") && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (!strcmp(a, "--keep")) {
+            keep = 1;
+        } else if (!strcmp(a, "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else if (!strcmp(a, "--triad-n") && i + 1 < argc) {
+            triad_n = atol(argv[++i]);
+        } else if (!strcmp(a, "--mode") && i + 1 < argc) {
+            const char *m = argv[++i];
+            if (!strcmp(m, "triad"))
+                triad = 1;
+            else if (strcmp(m, "stencil")) {
+                usage();
+                MPI_Finalize();
+                return 2;
+            }
+        } else if (!strcmp(a, "--strategy") && i + 1 < argc) {
+            const char *s = argv[++i];
+            int found = 0;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(s, strategy_names[k])) {
+                    strat = (enum strategy)k;
+                    found = 1;
+                }
+            if (!found) {
+                usage();
+                MPI_Finalize();
+                return 2;
+            }
+        } else {
+            usage();
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (triad) {
+        if (triad_n < 1 || reps < 1)
+            die("--triad-n and --reps must be positive");
+        run_triad(triad_n, reps);
+        MPI_Finalize();
+        return 0;
+    }
+    if (steps < 1 || every < 1)
+        die("--steps and --every must be positive");
+
+    int periods[3] = {0, 0, 0};
+    dims[0] = dims[1] = dims[2] = 0;
+    MPI_Dims_create(nranks, 3, dims);
+    MPI_Cart_create(MPI_COMM_WORLD, 3, dims, periods, 0, &cart);
+    MPI_Comm_rank(cart, &rank);
+    MPI_Cart_coords(cart, rank, 3, coords);
+    for (int d = 0; d < 3; d++) {
+        gsize[d] = use_global ? global[d] : local[d] * dims[d];
+        if (gsize[d] < dims[d] || gsize[d] < 1)
+            die("grid smaller than the process grid");
+    }
+    block_of(rank, lstart, lsize);
+
+    size_t padded = (size_t)(lsize[0] + 2) * (lsize[1] + 2) * (lsize[2] + 2);
+    double *u = calloc(padded, sizeof(double)), *v = calloc(padded, sizeof(double));
+    if (!u || !v)
+        die("out of memory (field)");
+    for (int i = 1; i <= lsize[0]; i++)
+        for (int j = 1; j <= lsize[1]; j++)
+            for (int k = 1; k <= lsize[2]; k++)
+                u[IDX(i, j, k)] = 1.0 + 1e-3 * ((lstart[0] + i) % 17) +
+                                  1e-4 * ((lstart[1] + j) % 13) + 1e-5 * ((lstart[2] + k) % 11);
+
+    MPI_Datatype face[3];
+    for (int d = 0; d < 3; d++) {
+        int full[3] = {lsize[0] + 2, lsize[1] + 2, lsize[2] + 2}, sub[3], st[3] = {0, 0, 0};
+        for (int e = 0; e < 3; e++)
+            sub[e] = full[e];
+        sub[d] = 1;
+        MPI_Type_create_subarray(3, full, sub, st, MPI_ORDER_C, MPI_DOUBLE, &face[d]);
+        MPI_Type_commit(&face[d]);
+    }
+
+    double t_compute = 0, t_halo = 0, t_out = 0, bytes_written = 0;
+    int outputs = 0, verified = 1;
+    uint64_t checksum = 0;
+    MPI_Barrier(cart);
+    double t_start = MPI_Wtime();
+    for (int step = 1; step <= steps; step++) {
+        double t0 = MPI_Wtime();
+        halo(u, face);
+        double t1 = MPI_Wtime();
+        sweep(u, v);
+        double t2 = MPI_Wtime();
+        double *tmp = u;
+        u = v;
+        v = tmp;
+        t_halo += t1 - t0;
+        t_compute += t2 - t1;
+        if (step % every == 0 && strat != S_NONE) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/cfdio_step%06d.dat", dir, step);
+            MPI_Barrier(cart);
+            double o0 = MPI_Wtime();
+            int ok = output(strat, u, path, dir, step);
+            double o1 = MPI_Wtime();
+            t_out += o1 - o0;
+            if (!ok) {
+                if (rank == 0)
+                    fprintf(stderr, "cfdio: output of step %d with strategy %s to %s failed; "
+                            "partial files removed\n", step, strategy_names[strat], path);
+                MPI_Finalize();
+                return 1;
+            }
+            /* verification is not part of the timed output */
+            uint64_t cs = field_checksum(u);
+            if (!verify(path, cs))
+                verified = 0;
+            if (rank == 0 && !keep)
+                unlink(path);
+            bytes_written += (double)gsize[0] * gsize[1] * gsize[2] * sizeof(double);
+            outputs++;
+            t_start += MPI_Wtime() - o1; /* exclude verification from the run time */
+        }
+    }
+    double t_total = MPI_Wtime() - t_start;
+    checksum = field_checksum(u);
+    t_total = tmax(t_total);
+    t_compute = tmax(t_compute);
+    t_halo = tmax(t_halo);
+    t_out = tmax(t_out);
+    double points = (double)gsize[0] * gsize[1] * gsize[2];
+    /* per sweep: read u (8 B) and write v (8 B) per point, halo reuse from cache */
+    double stencil_bytes = 16.0 * points * steps;
+    if (rank == 0) {
+        printf("CFDIO mode=stencil strategy=%s ranks=%d dims=%dx%dx%d grid=%dx%dx%d steps=%d "
+               "every=%d outputs=%d total_s=%.6e compute_s=%.6e halo_s=%.6e output_s=%.6e "
+               "output_share=%.4f bytes_written=%.0f write_MBs=%.1f stencil_MBs=%.1f "
+               "checksum=%016" PRIx64 " verified=%d kept=%d\n",
+               strategy_names[strat], nranks, dims[0], dims[1], dims[2], gsize[0], gsize[1],
+               gsize[2], steps, every, outputs, t_total, t_compute, t_halo, t_out,
+               t_total > 0 ? t_out / t_total : 0.0, bytes_written,
+               t_out > 0 ? bytes_written / t_out / 1e6 : 0.0,
+               t_compute > 0 ? stencil_bytes / t_compute / 1e6 : 0.0, checksum, verified,
+               keep);
+        fflush(stdout);
+    }
+    for (int d = 0; d < 3; d++)
+        MPI_Type_free(&face[d]);
+    free(u);
+    free(v);
+    MPI_Comm_free(&cart);
+    MPI_Finalize();
+    return verified ? 0 : 3;
+}
