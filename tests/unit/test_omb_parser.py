@@ -1,4 +1,4 @@
-"""OMB parser on output recorded from real OMB 5.3 and 7.1 runs (Intel MPI, this machine)."""
+"""OMB parser on output recorded from real OMB 5.3, 7.1 and 7.4 runs (Intel MPI, this machine)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ def test_mbw_mr_vary_window_matrix() -> None:
     ("7.1", "osu_latency_killed.txt", "BAD TERMINATION"),
     ("7.1", "osu_bw_bad_option.txt", "no measured rows"),
     ("7.1", "osu_bw_truncated.txt", "truncated"),
+    ("7.4", "osu_latency_np3_error.txt", "exactly two processes"),
+    ("7.4", "osu_bw_bad_option.txt", "Usage: osu_bw"),
+    ("7.4", "osu_latency_tail_killed.txt", "BAD TERMINATION"),
 ])
 def test_failed_runs_raise(version: str, name: str, message: str) -> None:
     with pytest.raises(ParseError, match=message) as info:
@@ -143,3 +146,12 @@ def test_bandwidth_tail_and_mbw_mr_7_4() -> None:
     mbw = load("7.4", "osu_mbw_mr_np4_p2_w32.txt")
     assert (mbw.pairs, mbw.window) == (2, "32")
     assert mbw.value("messages_per_s", 1) == pytest.approx(1876326.50)
+
+
+def test_killed_tail_run_7_4_keeps_columns_before_termination() -> None:
+    text = (DATA / "7.4" / "osu_latency_tail_killed.txt").read_text()
+    result = parse_omb(text.split("=====")[0])
+    assert result.columns[-1] == "p99_tail_lat_us"
+    assert result.sizes() == [2**i for i in range(16)]
+    with pytest.raises(ParseError, match="cut off"):
+        check_complete(result, 4194304)
