@@ -70,6 +70,7 @@ def read_spec_json(prefix: str | Path) -> list[dict[str, Any]]:
 def _node_string(node: dict[str, Any]) -> str:
     params = node.get("parameters", {})
     variants = []
+    valued = []
     for key, value in sorted(params.items()):
         if key in ("build_system", "patches", "cflags", "cxxflags", "fflags", "cppflags",
                    "ldflags", "ldlibs") or key.startswith("_"):
@@ -77,10 +78,10 @@ def _node_string(node: dict[str, Any]) -> str:
         if isinstance(value, bool):
             variants.append(("+" if value else "~") + key)
         elif isinstance(value, list):
-            variants.append(f" {key}={','.join(str(v) for v in value)}")
+            valued.append(f" {key}={','.join(str(v) for v in value)}")
         else:
-            variants.append(f" {key}={value}")
-    return f"{node['name']}@{node['version']}{''.join(variants)}"
+            valued.append(f" {key}={value}")
+    return f"{node['name']}@{node['version']}{''.join(variants + valued)}"
 
 
 def describe_spec(nodes: list[dict[str, Any]], dependency: str | None = None) -> str:
