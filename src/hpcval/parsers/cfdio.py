@@ -39,7 +39,7 @@ def _convert(key: str, value: str) -> str | int | float:
         raise ParseError(f"cfdio: field {key}={value!r} is not a number") from exc
 
 
-def parse_cfdio(text: str) -> dict[str, str | int | float]:
+def parse_cfdio(text: str, source: str = "<stdout>") -> dict[str, str | int | float]:
     """Return the fields of the single ``CFDIO`` line in *text*.
 
     Raises ParseError when there is no line (quoting the proxy's error
@@ -49,7 +49,7 @@ def parse_cfdio(text: str) -> dict[str, str | int | float]:
     if not lines:
         errors = [ln.strip() for ln in text.splitlines() if ln.startswith("cfdio:")]
         why = "; ".join(errors) if errors else "output truncated or not from cfdio"
-        raise ParseError(f"cfdio: no CFDIO result line ({why})")
+        raise ParseError(f"{source}: no CFDIO result line ({why})")
     if len(lines) > 1:
         raise ParseError(f"cfdio: {len(lines)} CFDIO result lines, expected one")
     fields = {k: _convert(k, v) for k, v in _PAIR_RE.findall(lines[0])}
