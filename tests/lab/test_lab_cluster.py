@@ -62,6 +62,8 @@ def test_up_gives_two_idle_nodes_then_down_leaves_nothing() -> None:
         assert [ln.split()[0] for ln in lines] == ["lab-n1", "lab-n2"]
         assert lines[0].split()[1] != lines[1].split()[1]
 
+        # the nodes pass through 'completing' after a job; then they are idle again
+        slurm.wait_idle(cluster.layout_from_state(state, default_state_dir()), timeout=60)
         st = cluster.status()
         assert st.up and not st.problems
         assert [n.slurm_state for n in st.nodes] == ["idle", "idle"]
