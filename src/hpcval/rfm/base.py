@@ -126,6 +126,13 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`str`
     mpi_stack = variable(str, value="unknown", loggable=True)
 
+    #: Concrete spec of the benchmark and the MPI it ran with, where Spack built
+    #: them (the environment's ``extras.spec``, see hpcval.spack.describe_spec);
+    #: empty otherwise.
+    #:
+    #: :type: :class:`str`
+    software_spec = variable(str, value="", loggable=True)
+
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
         self.require_reference = True
@@ -133,6 +140,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
         self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
+        self.software_spec = str(self.current_environ.extras.get("spec", ""))
 
     @run_before("run")
     def _hpcval_references(self) -> None:
