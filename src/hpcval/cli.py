@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hpcval: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # output piped into e.g. `head`, which stopped reading: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
