@@ -1,0 +1,60 @@
+"""WRF rsl log parsing and figure of merit, on real logs of WRF 4.4.2 em_quarter_ss
+(gfortran 12, Open MPI 4.1, 2 ranks) in tests/data/wrf/."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcval.errors import ParseError
+from hpcval.parsers import wrf
+
+
+def _log(data_dir, name):
+    path = data_dir / "wrf" / name
+    return wrf.parse_wrf_log(path.read_text(), source=str(path))
+
+
+def test_normal_run_with_history_spikes(data_dir):
+    log = _log(data_dir, "quarter_ss_np2_hist2min_rsl.error.0000")
+    wrf.check_complete(log, expected_steps=50)
+    assert log.success and log.fatal is None
+    assert log.time_step() == 12.0
+    fig = wrf.figures(log)
+    assert (fig.steps_total, fig.steps_output, fig.steps_used) == (50, 4, 45)
+    assert fig.first_step == pytest.approx(1.95919)
+    assert fig.mean_step == pytest.approx(0.4498847, rel=1e-6)
+    assert fig.median_step == pytest.approx(0.43373)
+    assert fig.speed == pytest.approx(12 / fig.mean_step)
+    # Each history write is inside the step ending one time step after its file time.
+    for step in log.steps:
+        for w in step.writes:
+            assert w.kind == "history"
+            assert wrf.model_seconds(step.model_time) - wrf.model_seconds(w.model_time) == 12
+
+
+def test_wrong_step_count_is_reported(data_dir):
+    log = _log(data_dir, "quarter_ss_np2_hist2min_rsl.error.0000")
+    with pytest.raises(ParseError, match="ran 50 time steps, expected 60"):
+        wrf.check_complete(log, expected_steps=60)
+
+
+def test_killed_run_is_truncated(data_dir):
+    log = _log(data_dir, "quarter_ss_np2_killed_rsl.error.0000")
+    assert not log.success
+    with pytest.raises(ParseError, match="without 'SUCCESS COMPLETE WRF' after step 25 "
+                                         r"\(model time 0001-01-01_00:05:00"):
+        wrf.check_complete(log)
+
+
+def test_fatal_error_names_file_and_line(data_dir):
+    log = _log(data_dir, "quarter_ss_np2_no_wrfinput_rsl.error.0000")
+    with pytest.raises(ParseError) as err:
+        wrf.check_complete(log)
+    msg = str(err.value)
+    assert "error opening wrfinput_d01 for reading" in msg
+    assert "FATAL CALLED FROM FILE <stdin> LINE 70" in msg
+
+
+def test_garbage_is_not_a_wrf_log():
+    with pytest.raises(ParseError, match="not a WRF rsl log"):
+        wrf.parse_wrf_log("hello\nworld\n", source="x")
