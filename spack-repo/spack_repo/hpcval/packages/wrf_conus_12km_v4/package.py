@@ -1,22 +1,17 @@
 """WRF v4 CONUS 12 km benchmark inputs."""
 
-import hashlib
-import os
-
-from spack.package import install_tree, version
-from spack_repo.builtin.build_systems.generic import Package
+from spack.package import version
+from spack_repo.hpcval.build_systems.benchmark_data import BenchmarkDataPackage
 
 
-class WrfConus12kmV4(Package):
+class WrfConus12kmV4(BenchmarkDataPackage):
     """Inputs of the WRF v4 CONUS 12 km benchmark published by NCAR/MMM: the
     2019 pre-Thanksgiving winter storm at 12 km, 72 s time step; the files as
     NCAR publishes them (namelist.input, wrfinput_d01, wrfbdy_d01 and the restart
     file the benchmark hour starts from).
 
-    Installed unchanged; ``hpcval-sha256.txt`` in the prefix lists the sha256 of
-    every file, taken at install time from the tarball whose published sha256
-    Spack has verified, so that ``wrf_conus_check`` can detect a missing or
-    corrupt input on the compute nodes (e.g. on a partial mirror copy).
+    Installed unchanged with a sha256 manifest that ``wrf_conus_check``
+    verifies (see ``BenchmarkDataPackage``).
     """
 
     homepage = "https://www2.mmm.ucar.edu/wrf/users/benchmark/benchdata_v422.html"
@@ -29,23 +24,3 @@ class WrfConus12kmV4(Package):
     # v4.4_bench_conus12km.tar.gz). NCAR publishes no checksum for it and none
     # was found published elsewhere; a site that has verified its copy by other
     # means adds it to its own repo with `spack checksum`.
-
-    def install(self, spec, prefix):
-        install_tree(".", prefix)
-        lines = []
-        for top, _dirs, files in os.walk(prefix):
-            for name in sorted(files):
-                path = os.path.join(top, name)
-                rel = os.path.relpath(path, prefix)
-                if rel.startswith(".spack") or rel == "hpcval-sha256.txt":
-                    continue
-                digest = hashlib.sha256()
-                with open(path, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 22), b""):
-                        digest.update(block)
-                lines.append(f"{digest.hexdigest()}  {rel}\n")
-        with open(os.path.join(prefix, "hpcval-sha256.txt"), "w") as fh:
-            fh.writelines(sorted(lines, key=lambda line: line.split(None, 1)[1]))
-
-    def setup_run_environment(self, env):
-        env.set("HPCVAL_WRF_CONUS_12KM_V4", self.prefix)
