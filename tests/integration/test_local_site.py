@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ import pytest
 
 from hpcval.rfm.site import intel_mpi_from_pypi
 
+from .conftest import HpcvalRunner
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(intel_mpi_from_pypi() is None,
@@ -25,7 +26,6 @@ pytestmark = [
                               "this Python environment: run `make setup`"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # Fewer repetitions than the default keep the runs short; figures are judged
 # against the shipped floors.
@@ -33,27 +33,11 @@ QUICK = ["-S", "repetitions=200"]
 WARM = ["-n", "imb_pingpong_check%cache=warm"]
 
 
-@pytest.fixture
-def checkout(tmp_path: Path) -> Path:
-    root = tmp_path / "hpcval"
-    (root / "site-configs").mkdir(parents=True)
-    shutil.copytree(ROOT / "site-configs" / "local", root / "site-configs" / "local")
-    (root / "reframe-checks").symlink_to(ROOT / "reframe-checks")
-    return root
-
-
-def hpcval(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, HPCVAL_ROOT=str(root))
-    env.pop("HPCVAL_VAR", None)
-    return subprocess.run([str(BIN / "hpcval"), *args], cwd=root, env=env, text=True,
-                          capture_output=True, timeout=900)
-
-
 def references(root: Path) -> Path:
     return root / "site-configs" / "local" / "references.yaml"
 
 
-def test_validate_passes_and_writes_reports(checkout: Path):
+def test_validate_passes_and_writes_reports(checkout: Path, hpcval: HpcvalRunner):
     proc = hpcval(checkout, "validate", "--site", "local", "--", *QUICK, "-n",
                   "imb_pingpong_check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -96,7 +80,8 @@ def test_validate_passes_and_writes_reports(checkout: Path):
     assert check.returncode == 0 and "imb_pingpong_check" in check.stdout
 
 
-def test_impossible_reference_fails_naming_check_variable_value_and_bound(checkout: Path):
+def test_impossible_reference_fails_naming_check_variable_value_and_bound(
+        checkout: Path, hpcval: HpcvalRunner):
     path = references(checkout)
     warm_lat = "  warm:\n    lat_0B: [{}, null, 0.0, us]"
     path.write_text(path.read_text().replace(warm_lat.format("100.0"), warm_lat.format("0.001")))
@@ -108,7 +93,8 @@ def test_impossible_reference_fails_naming_check_variable_value_and_bound(checko
     assert "1 test case(s), 1 failed: FAIL" in proc.stdout
 
 
-def test_missing_reference_for_a_reported_variable_fails(checkout: Path):
+def test_missing_reference_for_a_reported_variable_fails(checkout: Path,
+                                                         hpcval: HpcvalRunner):
     path = references(checkout)
     text = path.read_text()
     path.write_text(text.replace("    bw_64KiB: [100.0, 0.0, null, MB/s]\n", "", 1))
@@ -134,7 +120,8 @@ def test_plain_reframe_picks_up_the_site_references(checkout: Path):
     assert str(path) in proc.stdout
 
 
-def test_broken_references_stop_validate_before_running(checkout: Path):
+def test_broken_references_stop_validate_before_running(checkout: Path,
+                                                        hpcval: HpcvalRunner):
     path = references(checkout)
     path.write_text(path.read_text().replace("bw_2KiB: [20.0,", "bw_2KiB: [twenty,"))
     proc = hpcval(checkout, "validate", "--site", "local")
@@ -145,13 +132,14 @@ def test_broken_references_stop_validate_before_running(checkout: Path):
         not list((checkout / "var" / "local" / "reports").glob("*.json"))
 
 
-def test_unknown_site_is_a_clear_error(checkout: Path):
+def test_unknown_site_is_a_clear_error(checkout: Path, hpcval: HpcvalRunner):
     proc = hpcval(checkout, "validate", "--site", "nosuchsite")
     assert proc.returncode == 2
     assert "no such site (known sites: local)" in proc.stderr
 
 
-def test_host_audit_fails_naming_setting_found_and_expected(checkout: Path):
+def test_host_audit_fails_naming_setting_found_and_expected(checkout: Path,
+                                                            hpcval: HpcvalRunner):
     expect = checkout / "site-configs" / "local" / "host-expectations.yaml"
     expect.write_text(expect.read_text() + "kernel.numa_balancing: 7\n")
     proc = hpcval(checkout, "validate", "--site", "local", "--", "-n", "host_tuning_audit_check")
@@ -160,7 +148,7 @@ def test_host_audit_fails_naming_setting_found_and_expected(checkout: Path):
     assert "kernel.numa_balancing: found '" in proc.stdout and "expected '7'" in proc.stdout
 
 
-def test_collective_sweep_tune_and_verify(checkout: Path):
+def test_collective_sweep_tune_and_verify(checkout: Path, hpcval: HpcvalRunner):
     """The sweep yields an I_MPI_ADJUST_* setting for this configuration,
     `hpcval tune collectives --write` stores it, the verifying check passes."""
     quick = ["-S", "msglog=3,12", "-S", "repetitions=20"]

@@ -14,30 +14,19 @@ import pytest
 from hpcval.rfm.omb import find_omb_program
 from hpcval.rfm.site import intel_mpi_from_pypi
 
+from .conftest import run_hpcval
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(intel_mpi_from_pypi() is None,
                        reason="Intel MPI from PyPI is not installed: run `make setup`"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def checkout(tmp_path: Path) -> Path:
-    root = tmp_path / "hpcval"
-    (root / "site-configs").mkdir(parents=True)
-    shutil.copytree(ROOT / "site-configs" / "local", root / "site-configs" / "local")
-    (root / "reframe-checks").symlink_to(ROOT / "reframe-checks")
-    return root
-
-
 def validate(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(env, HPCVAL_ROOT=str(root))
-    env.pop("HPCVAL_VAR", None)
-    return subprocess.run([str(BIN / "hpcval"), "validate", "--site", "local", "--", *args],
-                          cwd=root, env=env, text=True, capture_output=True, timeout=600)
+    return run_hpcval(root, "validate", "--site", "local", "--", *args, env=env, timeout=600)
 
 
 def test_skipped_with_reason_without_omb(checkout: Path, tmp_path: Path) -> None:
