@@ -6,8 +6,8 @@ VENV   ?= .venv
 SITE   ?= local
 BIN    := $(VENV)/bin
 
-# Debian packages the lab (Slurm in network namespaces) needs; as root only.
-SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2
+# Debian packages the lab (Slurm in network namespaces, sshfs file server) needs; as root only.
+SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server
 
 .PHONY: setup system-deps validate test lint clean
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcval.lab import cluster, slurm
+from hpcval.lab.fileserver import lab_fuse_mounts
 from hpcval.lab.layout import BRIDGE, MARKER, NODE_IFACE, default_state_dir
 from hpcval.lab.network import existing_links, existing_netns
 from hpcval.lab.state import LabState
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.lab
 
 def _leftovers() -> list[str]:
     """Everything a lab could leave behind, as readable strings (empty = clean)."""
-    left = [f"netns {n}" for n in existing_netns() if n.startswith(cluster.NETNS_PREFIX)]
+    left = [f"netns {n}" for n in existing_netns() if cluster._lab_netns(n)]
     left += [f"link {lk}" for lk in existing_links() if lk.startswith(cluster.LINK_PREFIX)]
     left += [f"/etc/hosts: {ln}" for ln in Path("/etc/hosts").read_text().splitlines()
              if MARKER in ln]
@@ -32,6 +33,7 @@ def _leftovers() -> list[str]:
             left.append(str(conf))
     if default_state_dir().exists():
         left.append(str(default_state_dir()))
+    left += [f"mount {t}" for _, ts in lab_fuse_mounts(default_state_dir()).values() for t in ts]
     return left
 
 
@@ -72,7 +74,9 @@ def test_up_gives_two_idle_nodes_then_down_leaves_nothing() -> None:
             cluster.up(2, log=lambda *_: None)
     finally:
         report = cluster.down(log=lambda *_: None)
-    assert len(report.stopped) == 4
+    # the four Slurm daemons (plus the file server's sshd where sshfs is installed)
+    assert sorted(s.split()[0] for s in report.stopped
+                  if not s.startswith(("sshd", "sshfs"))) == sorted(state.daemons)
     assert not any(pid_alive(p) for p in pids)
     assert _leftovers() == []
     # down again is harmless

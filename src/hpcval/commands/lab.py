@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--service-node", action="store_true",
                     help="also create node lab-svc in partition 'service' (1 CPU) for jobs "
                     "that drive others, e.g. scheduled validation (docs/scheduling.md)")
+    up.add_argument("--file-server", action=argparse.BooleanOptionalAction, default=None,
+                    help="file server lab-fs serving a directory over sshfs, mounted at the "
+                    "same path on every node (default: when sshfs and openssh-server are "
+                    "installed)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="stop the lab's daemons and remove everything it added")
@@ -44,7 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    layout = cluster.up(args.nodes, fabric=args.fabric, service=args.service_node)
+    layout = cluster.up(args.nodes, fabric=args.fabric, service=args.service_node,
+                        file_server=args.file_server)
+    shared = (f"\nshared file system (sshfs from lab-fs {layout.file_server.address}) on every "
+              f"node at {layout.shared_dir}" if layout.file_server_enabled else "")
     print(
         f"""
 lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{args.fabric}'
@@ -54,7 +61,7 @@ lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{arg
   hpcval lab fabric 1g                    # shape the links to 1 Gbit/s
   hpcval lab status
   hpcval lab down                         # remove everything again
-MPI over TCP: FI_PROVIDER=tcp FI_TCP_IFACE={NODE_IFACE} (see docs/lab.md)"""
+MPI over TCP: FI_PROVIDER=tcp FI_TCP_IFACE={NODE_IFACE} (see docs/lab.md)""" + shared
     )
     return 0
 
@@ -79,6 +86,13 @@ def _status(args: argparse.Namespace) -> int:
     for n in st.nodes:
         print(f"  {n.name:<8} {n.address:<14} {n.slurm_state:<10} "
               f"{n.rx_bytes / 1e6:>10.1f} {n.tx_bytes / 1e6:>10.1f}  {n.qdisc}")
+    fs = st.fileserver
+    if fs is not None:
+        print(f"  {'lab-fs':<8} {fs.address:<14} {'(server)':<10} "
+              f"{fs.rx_bytes / 1e6:>10.1f} {fs.tx_bytes / 1e6:>10.1f}  {fs.qdisc}")
+        print(f"  file server: sshd {fs.sshd}, serves {fs.export}")
+        for node, text in fs.mounts.items():
+            print(f"    {node:<8} {fs.mount}: {text}")
     for problem in st.problems:
         print(f"  problem: {problem}")
     return 0 if st.up and not st.problems else 1

@@ -9,8 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcval.lab import fabric as fabric_mod
-from hpcval.lab import network, slurm
-from hpcval.lab.layout import BRIDGE, NODE_IFACE, LabLayout, default_state_dir
+from hpcval.lab import fileserver, network, slurm
+from hpcval.lab.layout import (
+    BRIDGE,
+    FILE_SERVER_NETNS,
+    NODE_IFACE,
+    LabLayout,
+    default_state_dir,
+)
 from hpcval.lab.state import LabState
 from hpcval.lab.system import (
     LabError,
@@ -25,29 +31,41 @@ NETNS_PREFIX = "hpcval-lab-n"
 LINK_PREFIX = "hvlab"
 
 
+def _lab_netns(name: str) -> bool:
+    return name.startswith(NETNS_PREFIX) or name == FILE_SERVER_NETNS
+
+
 def layout_from_state(state: LabState, state_dir: Path) -> LabLayout:
     return LabLayout(nodes_count=max(state.nodes, 1), state_dir=state_dir,
-                     subnet=state.subnet or "198.18.0.0/24", service=state.service)
+                     subnet=state.subnet or "198.18.0.0/24", service=state.service,
+                     file_server_enabled=bool(state.fileserver))
 
 
 def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
-       log=print, service: bool = False) -> LabLayout:
+       log=print, service: bool = False, file_server: bool | None = None) -> LabLayout:
     """Create the lab and wait until every node is idle in Slurm.
 
+    ``file_server``: True sets up the sshfs file server (error if sshfs or sshd
+    is missing), None sets it up where they are installed, False never.
     On any failure the partial lab is taken down again before the error is raised.
     """
     require_root("up")
     require_programs("ip", "tc", "unshare", "munged", "slurmctld", "slurmd", "sinfo")
     fabric_mod.get_profile(fabric)  # fail on a bad name before creating anything
+    fs_missing = fileserver.missing_reason() if file_server is not False else None
+    if file_server and fs_missing:
+        raise LabError(f"file server: {fs_missing}")
+    with_fs = file_server is not False and fs_missing is None
     state_dir = state_dir or default_state_dir()
-    layout = LabLayout(nodes_count=nodes, state_dir=state_dir, service=service)
+    layout = LabLayout(nodes_count=nodes, state_dir=state_dir, service=service,
+                       file_server_enabled=with_fs)
     existing = LabState.load(layout.state_file)
     if existing is not None:
         raise LabError(
             f"a lab is already recorded in {layout.state_file} ({existing.nodes} nodes); "
             "run 'hpcval lab down' first"
         )
-    leftovers = [n for n in network.existing_netns() if n.startswith(NETNS_PREFIX)]
+    leftovers = [n for n in network.existing_netns() if _lab_netns(n)]
     if leftovers or BRIDGE in network.existing_links():
         raise LabError(
             f"lab network objects exist without a state file ({', '.join(leftovers) or BRIDGE});"
@@ -76,6 +94,10 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
         for node in layout.all_nodes:
             _record(state, layout, f"slurmd-{node.name}", "slurmd",
                     slurm.start_slurmd(layout, node))
+        if with_fs:
+            fileserver.start(layout, state, log=log)
+        elif file_server is None:
+            log(f"lab: no file server ({fs_missing})")
         if fabric != "unshaped":
             fabric_mod.apply_profile(layout, fabric)
         state.fabric = fabric
@@ -102,6 +124,7 @@ def _record(state: LabState, layout: LabLayout, key: str, exe: str, pid: int) ->
 @dataclass
 class DownReport:
     stopped: list[str] = field(default_factory=list)
+    unmounted: list[str] = field(default_factory=list)
     netns: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     lines: int = 0
@@ -115,6 +138,12 @@ def down(state_dir: Path | None = None, log=print) -> DownReport:
     state_file = state_dir / "state.json"
     state = LabState.load(state_file) or LabState()
     report = DownReport()
+
+    # file server first: its mounts live in the slurmd's mount namespaces, and a
+    # mount whose sshfs dies first would be left "not connected"
+    fs_report = fileserver.stop(state, state_dir)
+    report.unmounted = fs_report.unmounted
+    report.stopped += fs_report.stopped
 
     # daemons recorded in the state file, and any whose PID file exists (a daemon
     # that started just before a failure could not be recorded)
@@ -136,8 +165,7 @@ def down(state_dir: Path | None = None, log=print) -> DownReport:
             report.stopped.append(f"{key} (pid {pid})")
 
     # namespaces: stop what still runs inside them (job steps left by slurmd), then delete
-    names = set(state.netns) | {n for n in network.existing_netns()
-                                if n.startswith(NETNS_PREFIX)}
+    names = set(state.netns) | {n for n in network.existing_netns() if _lab_netns(n)}
     for ns in sorted(names):
         if ns not in network.existing_netns():
             continue
@@ -165,10 +193,14 @@ def down(state_dir: Path | None = None, log=print) -> DownReport:
             path.unlink()
             report.files.append(str(path))
 
+    # a mount left in a namespace that survived (none should) would keep its
+    # mount point busy: detach whatever is still there before removing files
+    report.unmounted += fileserver.unmount_all(state_dir)
     _remove_state_dir(state_dir)
     log(
         "lab: down: stopped "
         + (", ".join(report.stopped) or "no daemons")
+        + f"; unmounted {len(report.unmounted)} sshfs mount(s)"
         + f"; removed {len(report.netns)} namespace(s), {len(report.links)} link(s), "
         f"{report.lines} added line(s), {len(report.files)} file(s)"
     )
@@ -231,6 +263,7 @@ class LabStatus:
     daemons: dict[str, str] = field(default_factory=dict)
     fabric: str = ""
     state_file: str = ""
+    fileserver: fileserver.FileServerStatus | None = None
     problems: list[str] = field(default_factory=list)
 
 
@@ -261,6 +294,14 @@ def status(state_dir: Path | None = None) -> LabStatus:
         elif st != "idle" and not st.startswith(("alloc", "mix", "comp")):
             # allocated, mixed and completing (a job just ended) are a working node
             result.problems.append(f"{node.name} is {st}")
+    result.fileserver = fileserver.status(state)
+    if result.fileserver is not None:
+        fs = layout.file_server
+        ns_ok = fs.netns in present
+        result.fileserver.qdisc = fabric_mod.link_qdisc(NODE_IFACE, fs.netns) if ns_ok else "-"
+        result.fileserver.rx_bytes, result.fileserver.tx_bytes = (
+            network.link_bytes(NODE_IFACE, fs.netns) if ns_ok else (0, 0))
+        result.problems += result.fileserver.problems
     if not state.ready:
         result.problems.append("lab is not ready ('up' did not finish)")
     return result

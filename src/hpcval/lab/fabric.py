@@ -58,9 +58,10 @@ def get_profile(name: str) -> FabricProfile:
 
 
 def apply_profile(layout: LabLayout, name: str) -> FabricProfile:
-    """Shape (or unshape) every node link of ``layout`` to profile ``name``."""
+    """Shape (or unshape) every node link of ``layout`` to profile ``name`` (the
+    file server's too: at ``1g`` it serves all nodes through one 1 Gbit/s link)."""
     profile = get_profile(name)
-    for node in layout.nodes:
+    for node in layout.shaped_nodes:
         for dev, netns in ((NODE_IFACE, node.netns), (node.host_veth, None)):
             if profile.rate_bps is None:
                 # deleting a qdisc that is not there fails; that is the goal state

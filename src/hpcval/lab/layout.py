@@ -19,8 +19,19 @@ NODE_IFACE = "lab0"
 MARKER = "# hpcval-lab"
 
 
+#: The file server: its own network namespace and link, not a Slurm node.
+FILE_SERVER_NAME = "lab-fs"
+FILE_SERVER_NETNS = "hpcval-lab-fs"
+FILE_SERVER_VETH = "hvlab-fs"
+
+
 def default_state_dir() -> Path:
     return Path(os.environ.get("HPCVAL_LAB_STATE", "/run/hpcval-lab"))
+
+
+def shared_dir(state_dir: Path | None = None) -> Path:
+    """Mount point of the file server's directory, the same path on every compute node."""
+    return (state_dir or default_state_dir()) / "shared"
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class LabLayout:
     #: Add a service node ``lab-svc`` (partition ``service``, 1 CPU) for jobs
     #: that drive others, like a scheduled validation run.
     service: bool = False
+    #: The lab has a file server (``lab-fs``), whose link is shaped like the nodes'.
+    file_server_enabled: bool = False
 
     def __post_init__(self) -> None:
         net = ipaddress.ip_network(self.subnet)
@@ -93,6 +106,19 @@ class LabLayout:
         return self.nodes + ([svc] if svc else [])
 
     @property
+    def file_server(self) -> LabNode:
+        """The file server ``lab-fs``: not a Slurm node, only sshd serving
+        :attr:`export_dir` to the compute nodes over the lab bridge."""
+        return LabNode(index=-1, name=FILE_SERVER_NAME, netns=FILE_SERVER_NETNS,
+                       address=str(self.network.network_address + 9),
+                       host_veth=FILE_SERVER_VETH)
+
+    @property
+    def shaped_nodes(self) -> list[LabNode]:
+        """Nodes whose links a fabric profile shapes: compute nodes and file server."""
+        return self.nodes + ([self.file_server] if self.file_server_enabled else [])
+
+    @property
     def nodelist(self) -> str:
         return f"lab-n[1-{self.nodes_count}]" if self.nodes_count > 1 else "lab-n1"
 
@@ -116,3 +142,18 @@ class LabLayout:
     @property
     def conf_dir(self) -> Path:
         return self.state_dir / "etc"
+
+    @property
+    def fs_dir(self) -> Path:
+        """sshd configuration, keys and PID file of the file server."""
+        return self.state_dir / "fileserver"
+
+    @property
+    def export_dir(self) -> Path:
+        """The directory the file server serves (on this machine's disk)."""
+        return self.fs_dir / "export"
+
+    @property
+    def shared_dir(self) -> Path:
+        """Where every compute node mounts the file server's directory."""
+        return shared_dir(self.state_dir)

@@ -21,6 +21,9 @@ class LabState:
     added_lines: dict[str, list[str]] = field(default_factory=dict)
     #: files created outside the state directory (removed by ``down``)
     created_files: list[str] = field(default_factory=list)
+    #: the file server (empty if the lab has none): address, export, mount,
+    #: sshd PID, per node {"pid": sshfs PID, "ns_pid": PID whose mounts it is in}
+    fileserver: dict[str, object] = field(default_factory=dict)
     ready: bool = False
 
     @classmethod
