@@ -14,8 +14,9 @@ for the ``unshaped`` profile.
 
 from pathlib import Path
 
-from hpcval.lab.layout import NODE_IFACE
+from hpcval.lab.layout import NODE_IFACE, default_state_dir
 from hpcval.lab.slurm import PMI2_LIBRARY, node_cpus
+from hpcval.lab.state import LabState
 from hpcval.rfm.site import (
     common_sections,
     intel_mpi_from_pypi,
@@ -47,6 +48,17 @@ def lab_environments() -> list[dict]:
     return [impi]
 
 
+def shared_fs_extras() -> dict[str, str]:
+    """``shared_fs_dir``: the file server's directory, mounted at the same path on
+    every node (sshfs from ``lab-fs``), where I/O checks write their files, e.g.
+    the cfdio output-cost check's result files. Only while the running lab has a
+    file server; without one, checks write to their stage directory."""
+    state = LabState.load(default_state_dir() / "state.json")
+    if state is None or not state.fileserver.get("mount"):
+        return {}
+    return {"shared_fs_dir": str(state.fileserver["mount"])}
+
+
 ENVIRONMENTS = [*lab_environments(), plain_environment()]
 
 site_configuration = {
@@ -70,7 +82,7 @@ site_configuration = {
                     # 'internode': jobs of this partition can span several nodes
                     "features": ["internode", "slurm"],
                     "processor": {"num_cpus": node_cpus()},
-                    "extras": partition_extras(SITE_DIR),
+                    "extras": partition_extras(SITE_DIR, **shared_fs_extras()),
                 }
             ],
         }
