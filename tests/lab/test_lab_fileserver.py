@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import runpy
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from hpcval.lab import cluster, fileserver
 from hpcval.lab.layout import default_state_dir, shared_dir
 from hpcval.lab.state import LabState
 from hpcval.lab.system import pid_alive
+from hpcval.paths import project_root
 
 from .conftest import lab_missing_reason
 
@@ -68,6 +70,11 @@ def test_shared_mount_on_every_node_and_down_leaves_no_mount() -> None:
         assert st.fileserver is not None and st.fileserver.rx_bytes > len(data)
         assert all(v.startswith("mounted") for v in st.fileserver.mounts.values())
         assert not st.problems
+
+        # the lab site config offers the mount to I/O checks
+        config = runpy.run_path(str(project_root() / "site-configs" / "lab" / "config.py"))
+        extras = config["site_configuration"]["systems"][0]["partitions"][0]["extras"]
+        assert extras["shared_fs_dir"] == str(mnt)
 
         # fabric profiles shape the file server's link too
         cluster.set_fabric("1g")

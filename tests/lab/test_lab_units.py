@@ -104,3 +104,32 @@ def test_service_node_gets_its_own_partition(tmp_path: Path) -> None:
     assert "PartitionName=lab Nodes=lab-n[1-2] Default=YES" in text
     plain = LabLayout(nodes_count=2, state_dir=tmp_path, controller_host="h")
     assert "lab-svc" not in slurm_conf(plain, cpus=2)
+
+
+def test_file_server_layout_config_and_mountinfo(tmp_path: Path) -> None:
+    from hpcval.lab.fileserver import MOUNT_OPTIONS, parse_fuse_mounts, sshd_config
+
+    layout = LabLayout(nodes_count=2, state_dir=tmp_path, controller_host="ctl",
+                       file_server_enabled=True)
+    fs = layout.file_server
+    assert (fs.name, fs.netns, fs.address) == ("lab-fs", "hpcval-lab-fs", "198.18.0.9")
+    assert ipaddress.ip_address(fs.address) in BENCH_NET
+    assert [n.name for n in layout.shaped_nodes] == ["lab-n1", "lab-n2", "lab-fs"]
+    assert fs not in layout.all_nodes  # not a Slurm node
+    assert layout.shared_dir == tmp_path / "shared"
+    text = sshd_config(layout)
+    assert text.startswith(MARKER)
+    assert "ListenAddress 198.18.0.9\n" in text
+    assert f"HostKey {tmp_path}/fileserver/ssh_host_ed25519_key" in text
+    assert "PasswordAuthentication no" in text and "ForceCommand internal-sftp" in text
+    assert {"allow_other", "direct_io", "dir_cache=no"} <= set(MOUNT_OPTIONS.split(","))
+
+    mountinfo = (
+        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        f"90 27 0:50 / {tmp_path}/shared rw,nosuid,nodev,relatime - fuse.sshfs "
+        f"198.18.0.9:{tmp_path}/fileserver/export rw,user_id=0,group_id=0,allow_other\n"
+        f"91 27 0:51 / {tmp_path}x/other rw - fuse.sshfs elsewhere:/ rw\n"
+        "92 27 0:52 / /mnt/elsewhere rw - fuse.sshfs other:/ rw\n"
+    )
+    assert parse_fuse_mounts(mountinfo, tmp_path) == [f"{tmp_path}/shared"]
+    assert parse_fuse_mounts("garbage line\n", tmp_path) == []

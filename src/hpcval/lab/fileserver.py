@@ -182,6 +182,11 @@ def fuse_mounts(pid: int | str, path: Path) -> list[str]:
         text = Path(f"/proc/{pid}/mountinfo").read_text()
     except OSError:
         return []
+    return parse_fuse_mounts(text, path)
+
+
+def parse_fuse_mounts(text: str, path: Path) -> list[str]:
+    """Mount points of FUSE file systems at or below ``path`` in ``mountinfo`` text."""
     found = []
     prefix = str(path).rstrip("/")
     for line in text.splitlines():
