@@ -1,0 +1,242 @@
+"""Parser for IOR 4.x results: the JSON summary and the ``-v`` text output.
+
+hpcval runs IOR with ``-O summaryFormat=JSON -O summaryFile=FILE``. The file
+holds the run's parameters, one ``Results`` entry per operation and
+repetition (``bwMiB``, ``iops``, open/transfer/close times) and a
+``summary`` with one entry per operation::
+
+    "summary": [
+        {"operation": "write", "API": "POSIX", "blockSize": 16777216,
+         "transferSize": 1048576, "numTasks": 2, "filePerProc": 1,
+         "reorderTasks": 1, "bwMaxMIB": 2083.4468, "bwMeanMIB": 2037.4334, ...},
+        {"operation": "read", ...}]
+
+IOR writes the file as it goes, so a run that fails (a directory it cannot
+create files in, a full disk, an abort) leaves a file cut off after
+``"Results": [``. Such a file, garbage, or a summary without the operations a
+check asks for raise :class:`~hpcval.errors.ParseError` naming the source.
+
+The text output carries ``Max Write:``/``Max Read:`` lines only with ``-v``
+in IOR 4, and a ``Summary of all tests`` table always;
+:func:`parse_ior_text` reads both, for runs made without a summary file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpcval.errors import ParseError
+
+#: Operations IOR reports bandwidth for.
+OPERATIONS = ("write", "read")
+
+_ERROR_RE = re.compile(r"^(ERROR|WARNING|Abort\(|.*MPI_ABORT|.*BAD TERMINATION).*$", re.M)
+_MAX_RE = re.compile(r"^Max (?P<op>Write|Read):\s+(?P<mib>[0-9.]+) MiB/sec", re.M)
+
+
+@dataclass(frozen=True)
+class IorOperation:
+    """One operation (``write`` or ``read``) of an IOR test, over its repetitions."""
+
+    operation: str
+    bw_max_mib: float
+    bw_min_mib: float
+    bw_mean_mib: float
+    bw_std_mib: float
+    ops_max: float | None = None
+    ops_mean: float | None = None
+    mean_time_s: float | None = None
+    #: Bandwidth of each repetition (MiB/s), from ``Results``.
+    repetitions_mib: tuple[float, ...] = ()
+
+
+@dataclass
+class IorResult:
+    """One IOR test: what ran and its operations."""
+
+    api: str
+    file_per_proc: bool
+    num_tasks: int
+    block_size: int
+    transfer_size: int
+    segment_count: int = 1
+    repetitions: int = 1
+    reorder_tasks: bool = False
+    tasks_per_node: int | None = None
+    version: str | None = None
+    command_line: str | None = None
+    #: Total bytes moved per operation and repetition, in MiB.
+    aggregate_mib: float | None = None
+    operations: dict[str, IorOperation] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> str:
+        return "file-per-process" if self.file_per_proc else "shared"
+
+    def op(self, name: str) -> IorOperation:
+        if name not in self.operations:
+            raise KeyError(f"IOR result has no {name!r} operation "
+                           f"(has {', '.join(self.operations) or 'none'})")
+        return self.operations[name]
+
+    def max_mib(self, name: str) -> float:
+        return self.op(name).bw_max_mib
+
+    def mean_mib(self, name: str) -> float:
+        return self.op(name).bw_mean_mib
+
+
+def _fail(source: str, reason: str) -> ParseError:
+    return ParseError(f"{source}: {reason}")
+
+
+def ior_errors(text: str) -> list[str]:
+    """IOR's own ``ERROR``/``WARNING`` lines and MPI abort lines in *text*."""
+    return [m.group(0).strip() for m in _ERROR_RE.finditer(text)]
+
+
+def _number(entry: dict[str, Any], key: str, source: str, what: str) -> float:
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(source, f"{what}: {key!r} missing or not a number ({value!r})")
+    return float(value)
+
+
+def _optional(entry: dict[str, Any], key: str) -> float | None:
+    value = entry.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def _results(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flat list of per-repetition results of all tests (IOR nests them per
+    repetition in some versions and lists them flat in others)."""
+    flat: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict) and "access" in node:
+            flat.append(node)
+
+    for test in doc.get("tests") or []:
+        if isinstance(test, dict):
+            walk(test.get("Results"))
+    return flat
+
+
+def parse_ior_json(text: str, source: str = "<IOR JSON summary>",
+                   require: tuple[str, ...] = OPERATIONS) -> IorResult:
+    """Parse an IOR JSON summary file (``-O summaryFormat=JSON``) of one test.
+
+    *require*: operations that must be in the summary (default write and
+    read); a summary without one raises :class:`ParseError`.
+    """
+    if not text.strip():
+        raise _fail(source, "empty IOR summary: IOR did not run or failed before writing it")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        cut = "Results" in text and '"summary"' not in text
+        reason = ("IOR stopped before its summary (the file ends inside the results): "
+                  "the run failed; see its output for IOR's ERROR lines" if cut
+                  else "not an IOR JSON summary")
+        raise _fail(source, f"{reason} ({err.msg} at line {err.lineno} column {err.colno})") \
+            from None
+    if not isinstance(doc, dict):
+        raise _fail(source, f"not an IOR JSON summary (a JSON {type(doc).__name__})")
+    summary = doc.get("summary")
+    if not isinstance(summary, list) or not summary:
+        raise _fail(source, "IOR JSON without a 'summary' list: the run did not finish")
+    test_ids = {e.get("TestID") for e in summary if isinstance(e, dict)}
+    if len(test_ids) > 1:
+        raise _fail(source, f"IOR summary of {len(test_ids)} tests (script mode); "
+                            "one test per run expected")
+    per_rep: dict[str, list[float]] = {}
+    for res in _results(doc):
+        if isinstance(res.get("bwMiB"), (int, float)):
+            per_rep.setdefault(str(res["access"]), []).append(float(res["bwMiB"]))
+    operations: dict[str, IorOperation] = {}
+    first: dict[str, Any] | None = None
+    for entry in summary:
+        if not isinstance(entry, dict) or "operation" not in entry:
+            raise _fail(source, f"summary entry without an operation: {entry!r:.80}")
+        name = str(entry["operation"])
+        what = f"summary of {name!r}"
+        operations[name] = IorOperation(
+            operation=name,
+            bw_max_mib=_number(entry, "bwMaxMIB", source, what),
+            bw_min_mib=_number(entry, "bwMinMIB", source, what),
+            bw_mean_mib=_number(entry, "bwMeanMIB", source, what),
+            bw_std_mib=_number(entry, "bwStdMIB", source, what),
+            ops_max=_optional(entry, "OPsMax"),
+            ops_mean=_optional(entry, "OPsMean"),
+            mean_time_s=_optional(entry, "MeanTime"),
+            repetitions_mib=tuple(per_rep.get(name, ())),
+        )
+        first = first or entry
+    assert first is not None
+    missing = [op for op in require if op not in operations]
+    if missing:
+        raise _fail(source, f"IOR summary has no {' or '.join(missing)} operation (has "
+                            f"{', '.join(operations)}): was IOR run without "
+                            f"{' and '.join('-' + op[0] for op in missing)}?")
+    what = "summary"
+    return IorResult(
+        api=str(first.get("API", "")),
+        file_per_proc=bool(_number(first, "filePerProc", source, what)),
+        num_tasks=int(_number(first, "numTasks", source, what)),
+        block_size=int(_number(first, "blockSize", source, what)),
+        transfer_size=int(_number(first, "transferSize", source, what)),
+        segment_count=int(_optional(first, "segmentCount") or 1),
+        repetitions=int(_optional(first, "repetitions") or 1),
+        reorder_tasks=bool(_optional(first, "reorderTasks")),
+        tasks_per_node=int(t) if (t := _optional(first, "tasksPerNode")) is not None else None,
+        version=str(doc["Version"]) if "Version" in doc else None,
+        command_line=str(doc["Command line"]) if "Command line" in doc else None,
+        aggregate_mib=_optional(first, "xsizeMiB"),
+        operations=operations,
+    )
+
+
+def parse_ior_text(text: str, source: str = "<IOR output>") -> dict[str, dict[str, float]]:
+    """Read IOR's text output: operation → ``max``/``min``/``mean``/``stddev``
+    (MiB/s) from ``Summary of all tests``, plus ``max_line`` from the
+    ``Max Write:``/``Max Read:`` lines (printed with ``-v`` only)."""
+    errors = [e for e in ior_errors(text) if not e.startswith("WARNING")]
+    if errors:
+        raise _fail(source, f"IOR run failed: {errors[0]!r}")
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("Summary of all tests"))
+    except StopIteration:
+        raise _fail(source, "no 'Summary of all tests' table: IOR output truncated or "
+                            "not IOR output") from None
+    if start + 1 >= len(lines) or not lines[start + 1].startswith("Operation"):
+        raise _fail(source, "'Summary of all tests' without its header: output truncated")
+    header = lines[start + 1].split()
+    want = {"Max(MiB)": "max", "Min(MiB)": "min", "Mean(MiB)": "mean"}
+    result: dict[str, dict[str, float]] = {}
+    for number, line in enumerate(lines[start + 2:], start=start + 3):
+        tokens = line.split()
+        if not tokens or tokens[0] not in OPERATIONS:
+            break
+        if len(tokens) != len(header):
+            raise _fail(source, f"line {number}: summary row cut off ({len(tokens)} of "
+                                f"{len(header)} columns)")
+        row: dict[str, float] = {}
+        for col, key in want.items():
+            row[key] = float(tokens[header.index(col)])
+        row["stddev"] = float(tokens[header.index("StdDev")])
+        result[tokens[0]] = row
+    if not result:
+        raise _fail(source, "'Summary of all tests' without rows: output truncated")
+    for m in _MAX_RE.finditer(text):
+        op = m.group("op").lower()
+        if op in result:
+            result[op]["max_line"] = float(m.group("mib"))
+    return result

@@ -1,0 +1,108 @@
+"""IOR parser on real IOR 4.0.0 output recorded in tests/data/ior (see its README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcval.errors import ParseError
+from hpcval.parsers.ior import ior_errors, parse_ior_json, parse_ior_text
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ior"
+
+
+def load(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+@pytest.mark.parametrize("api", ["posix", "mpiio"])
+@pytest.mark.parametrize("layout", ["fpp", "shared"])
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_every_recorded_summary_parses(api: str, layout: str, ranks: int) -> None:
+    name = f"{api}_{layout}_{ranks}.json"
+    result = parse_ior_json(load(name), name)
+    assert result.api == api.upper()
+    assert result.file_per_proc is (layout == "fpp")
+    assert result.layout == ("file-per-process" if layout == "fpp" else "shared")
+    assert result.num_tasks == ranks
+    assert result.block_size == 16 << 20 and result.transfer_size == 1 << 20
+    assert result.reorder_tasks and result.repetitions == 2
+    assert result.version == "4.0.0"
+    assert set(result.operations) == {"write", "read"}
+    for op in result.operations.values():
+        assert op.bw_min_mib <= op.bw_mean_mib <= op.bw_max_mib
+        assert len(op.repetitions_mib) == 2
+        assert max(op.repetitions_mib) == pytest.approx(op.bw_max_mib)
+
+
+def test_values_of_posix_file_per_process_two_ranks() -> None:
+    result = parse_ior_json(load("posix_fpp_2.json"))
+    write, read = result.op("write"), result.op("read")
+    assert write.bw_max_mib == 2083.4468 and write.bw_mean_mib == 2037.4334
+    assert write.bw_min_mib == 1991.4200 and write.bw_std_mib == 46.0134
+    assert write.repetitions_mib == (2083.4468, 1991.4200)
+    assert write.ops_max == 2083.4468 and write.mean_time_s == 0.0157
+    assert read.bw_max_mib == 18711.5193 and read.bw_mean_mib == 17839.8133
+    assert result.max_mib("read") == 18711.5193 and result.mean_mib("write") == 2037.4334
+    assert result.aggregate_mib == 32.0 and result.tasks_per_node == 2
+    assert result.command_line is not None and " -C " in result.command_line
+
+
+def test_mpiio_shared_values() -> None:
+    result = parse_ior_json(load("mpiio_shared_2.json"))
+    assert (result.api, result.layout, result.num_tasks) == ("MPIIO", "shared", 2)
+    assert result.max_mib("write") == 1580.2405 and result.mean_mib("read") == 1215.5729
+
+
+@pytest.mark.parametrize("name", ["error_missing_dir.json", "error_mpiio_missing_dir.json"])
+def test_summary_cut_off_by_a_failed_run(name: str) -> None:
+    with pytest.raises(ParseError, match=r"error_.*IOR stopped before its summary"):
+        parse_ior_json(load(name), name)
+
+
+def test_error_lines_of_a_failed_run() -> None:
+    errors = ior_errors(load("error_missing_dir.out"))
+    assert any(e.startswith("ERROR: open64(\"/tmp/ior-missing/testfile.0000000") for e in errors)
+    assert any(e.startswith("Abort(-1)") for e in errors)
+    assert ior_errors(load("posix_fpp_2.out")) == []
+
+
+def test_summary_without_read_names_the_missing_operation() -> None:
+    text = load("posix_shared_2_write_only.json")
+    with pytest.raises(ParseError, match=r"no read operation \(has write\).*without -r"):
+        parse_ior_json(text, "w.json")
+    assert parse_ior_json(text, require=("write",)).max_mib("write") == 1487.6056
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "[1, 2]", '{"Version": "4.0.0"}',
+                                  '{"summary": [{"operation": "write"}]}'])
+def test_garbage(text: str) -> None:
+    with pytest.raises(ParseError, match="g.json"):
+        parse_ior_json(text, "g.json")
+
+
+def test_truncated_anywhere() -> None:
+    text = load("posix_shared_1.json")
+    for cut in (len(text) // 4, len(text) // 2, len(text) - 40):
+        with pytest.raises(ParseError):
+            parse_ior_json(text[:cut], "t.json")
+
+
+def test_verbose_text_output() -> None:
+    result = parse_ior_text(load("posix_fpp_2_verbose.txt"))
+    assert result["write"] == {"max": 1578.62, "min": 1466.20, "mean": 1522.41,
+                               "stddev": 56.21, "max_line": 1578.62}
+    assert result["read"]["max"] == 26710.00 and result["read"]["max_line"] == 26710.00
+
+
+def test_text_output_truncated_or_failed() -> None:
+    text = load("posix_fpp_2_verbose.txt")
+    cut = text[:text.index("Summary of all tests")]
+    with pytest.raises(ParseError, match="no 'Summary of all tests'"):
+        parse_ior_text(cut, "cut.txt")
+    row_cut = text[:text.index("read        26710")] + "read        26710.00   24695"
+    with pytest.raises(ParseError, match="row cut off"):
+        parse_ior_text(row_cut, "cut.txt")
+    with pytest.raises(ParseError, match="IOR run failed: 'ERROR: open64"):
+        parse_ior_text(load("error_missing_dir.out"), "err.out")
