@@ -33,7 +33,7 @@ from hpcval.errors import ParseError
 #: Operations IOR reports bandwidth for.
 OPERATIONS = ("write", "read")
 
-_ERROR_RE = re.compile(r"^(ERROR|WARNING|Abort\(|.*MPI_ABORT|.*BAD TERMINATION).*$", re.M)
+_ERROR_RE = re.compile(r"^(ERROR|Error |WARNING|Abort\(|.*MPI_ABORT|.*BAD TERMINATION).*$", re.M)
 _MAX_RE = re.compile(r"^Max (?P<op>Write|Read):\s+(?P<mib>[0-9.]+) MiB/sec", re.M)
 
 
@@ -94,7 +94,7 @@ def _fail(source: str, reason: str) -> ParseError:
 
 
 def ior_errors(text: str) -> list[str]:
-    """IOR's own ``ERROR``/``WARNING`` lines and MPI abort lines in *text*."""
+    """IOR's own ``ERROR``/``Error``/``WARNING`` lines and MPI abort lines in *text*."""
     return [m.group(0).strip() for m in _ERROR_RE.finditer(text)]
 
 
