@@ -17,6 +17,7 @@ $(VENV)/.hpcval-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[impi,dev]'
+	$(BIN)/hpcval spack externals >/dev/null  # environments/*/intel-mpi-venv.yaml
 	touch $@
 
 system-deps:

@@ -3,8 +3,9 @@
 import hashlib
 import os
 
-from spack.package import install_tree
 from spack_repo.builtin.build_systems.generic import Package
+
+from spack.package import install_tree
 
 MANIFEST = "hpcval-sha256.txt"
 

@@ -1,7 +1,8 @@
 """WRF v3.9.1.1 CONUS 12 km benchmark inputs."""
 
-from spack.package import version
 from spack_repo.hpcval.build_systems.benchmark_data import BenchmarkDataPackage
+
+from spack.package import version
 
 
 class WrfConus12kmV3(BenchmarkDataPackage):

@@ -1,7 +1,8 @@
 """WRF v4 CONUS 2.5 km benchmark inputs."""
 
-from spack.package import version
 from spack_repo.hpcval.build_systems.benchmark_data import BenchmarkDataPackage
+
+from spack.package import version
 
 
 class WrfConus2p5kmV4(BenchmarkDataPackage):
