@@ -133,6 +133,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`str`
     software_spec = variable(str, value="", loggable=True)
 
+    #: Spack package of the program the check runs (e.g. ``intel-mpi-benchmarks``):
+    #: where the programming environment offers it Spack-built (``extras.spack``,
+    #: see :func:`hpcval.rfm.site.spack_environments`), the check runs that build
+    #: and records its concrete spec as ``software_spec``.
+    #:
+    #: :type: :class:`str`
+    spack_package = variable(str, value="")
+
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
         self.require_reference = True
@@ -140,7 +148,17 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
         self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
-        self.software_spec = str(self.current_environ.extras.get("spec", ""))
+        if self.spack_package:
+            entry = self.current_environ.extras.get("spack", {}).get(self.spack_package)
+            self.software_spec = str(entry["spec"]) if entry else ""
+        else:
+            self.software_spec = str(self.current_environ.extras.get("spec", ""))
+
+    def spack_prefix(self, package: str | None = None) -> str | None:
+        """Install prefix of the Spack-built *package* (default: ``spack_package``)
+        the programming environment offers, or ``None``."""
+        entry = self.current_environ.extras.get("spack", {}).get(package or self.spack_package)
+        return str(entry["prefix"]) if entry else None
 
     @run_before("run")
     def _hpcval_references(self) -> None:

@@ -23,19 +23,24 @@ _IMPI_ROOT = ('if [ -z "$I_MPI_ROOT" ] && [ -f "$(dirname "$(command -v mpicc)")
 
 
 class CfdioBase(HpcvalTest, rfm.RegressionTest):
-    """Builds proxies/cfdio with ``make MPICC=<environment cc>`` unless ``cfdio`` is on PATH."""
+    """Runs the environment's Spack-built ``hpcval-cfdio`` where it offers one
+    (``extras.spack``), else a ``cfdio`` on PATH, else builds proxies/cfdio with
+    ``make MPICC=<environment cc>``."""
 
     valid_prog_environs = ["+mpi"]
     time_limit = "5m"
     build_locally = True
+    spack_package = "hpcval-cfdio"
 
-    @run_after("init")
+    @run_after("setup")
     def set_source(self) -> None:
-        if shutil.which("cfdio"):
+        prefix = self.spack_prefix()
+        built = f"{prefix}/bin/cfdio" if prefix else shutil.which("cfdio")
+        if built:
             self.sourcesdir = None
             self.build_system = "CustomBuild"
             self.build_system.commands = ["true"]
-            self.cfdio = "cfdio"
+            self.cfdio = built
         else:
             self.sourcesdir = str(project_root() / "proxies" / "cfdio")
             self.build_system = "Make"

@@ -28,6 +28,8 @@ class ImbPingPongBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     bandwidth several times).
     """
 
+    spack_package = "intel-mpi-benchmarks"
+
     executable = "IMB-MPI1"
     num_tasks = 2
     valid_prog_environs = ["+mpi +imb"]
@@ -143,6 +145,8 @@ class ImbSampledBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     ``executable``, ``benchmarks``, ``figures`` and options.
     """
 
+    spack_package = "intel-mpi-benchmarks"
+
     executable = "IMB-MPI1"
     valid_prog_environs = ["+mpi +imb"]
     time_limit = "10m"
@@ -255,6 +259,8 @@ class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     ``HPCVAL-ALGORITHM <label>`` line (:func:`hpcval.tuning.parse_labelled_runs`).
     The first run is IMB with the job's own environment, labelled 0; a final
     check adds the others in :meth:`labelled_runs`."""
+
+    spack_package = "intel-mpi-benchmarks"
 
     executable = "IMB-MPI1"
     valid_prog_environs = ["+impi +imb"]

@@ -99,6 +99,8 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     Read over the repetitions) and ``write_bw_mean``/``read_bw_mean``, MiB/s.
     """
 
+    spack_package = "ior"
+
     valid_prog_environs = ["+mpi"]
     time_limit = "10m"
 

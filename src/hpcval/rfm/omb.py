@@ -44,8 +44,14 @@ def column_unit(column: str) -> str | None:
     return None
 
 
-def find_omb_program(name: str, environ: str | None = None) -> tuple[str | None, str]:
-    """Path of OMB program ``name`` and where it was looked for."""
+def find_omb_program(name: str, environ: str | None = None,
+                     spack_prefix: str | None = None) -> tuple[str | None, str]:
+    """Path of OMB program ``name`` and where it was looked for: the Spack-built
+    OMB of the environment first (its programs live under ``libexec/``)."""
+    if spack_prefix:
+        for found in sorted(Path(spack_prefix).rglob(name)):
+            if found.is_file() and os.access(found, os.X_OK):
+                return str(found), f"the environment's Spack build ({spack_prefix})"
     omb_dirs = [d for d in os.environ.get(OMB_DIR_VAR, "").split(":") if d]
     wanted = os.environ.get(OMB_ENVIRON_VAR, "impi")
     if omb_dirs and (environ is None or wanted == environ):
@@ -63,6 +69,8 @@ def find_omb_program(name: str, environ: str | None = None) -> tuple[str | None,
 class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     """One OMB point-to-point program; a final check declares ``program``,
     options and its judged figures (variable -> (column, message size))."""
+
+    spack_package = "osu-micro-benchmarks"
 
     valid_prog_environs = ["+mpi"]
     time_limit = "10m"
@@ -121,7 +129,8 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     @run_after("setup")
     def locate_program(self) -> None:
-        path, where = find_omb_program(self.program, self.current_environ.name)
+        path, where = find_omb_program(self.program, self.current_environ.name,
+                                       self.spack_prefix())
         self.skip_if(path is None,
                      f"{self.program} not found in {where}: build OSU Micro-Benchmarks "
                      f"(e.g. spack install osu-micro-benchmarks) and put it on PATH, or "

@@ -171,25 +171,48 @@ def detected_environments() -> list[Environment]:
     return [e for e in envs if e is not None] + [plain_environment()]
 
 
-#: MPI stacks of a Spack environment offered as programming environments:
-#: name -> (spec of the IMB root to look up, MPI package name, extra env_vars).
-SPACK_MPI_STACKS: dict[str, tuple[str, str, list[list[str]]]] = {
-    "openmpi": ("intel-mpi-benchmarks ^openmpi", "openmpi",
-                [["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
-                 ["OMPI_MCA_rmaps_base_oversubscribe", "1"]]),
-    "mpich": ("intel-mpi-benchmarks ^mpich", "mpich", []),
+#: MPI stacks a Spack environment may build against, offered as programming
+#: environments: Spack package name -> extra env_vars (``{lib}``: the MPI's lib/).
+SPACK_MPI_STACKS: dict[str, list[list[str]]] = {
+    "openmpi": [["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
+                ["OMPI_MCA_rmaps_base_oversubscribe", "1"]],
+    "mpich": [],
+    "mvapich": [],
+    # libfabric's providers sit beside libmpi (PyPI wheels and oneAPI alike)
+    "intel-oneapi-mpi": [["LD_LIBRARY_PATH", "{lib}:$LD_LIBRARY_PATH"],
+                         ["FI_PROVIDER_PATH", "{lib}"]],
 }
+
+#: Feature a programming environment gets for each benchmark package it offers;
+#: checks select on these (e.g. ``valid_prog_environs = ["+mpi +imb"]``).
+SPACK_FEATURES = {"intel-mpi-benchmarks": "imb", "osu-micro-benchmarks": "omb",
+                  "ior": "ior", "hpcval-cfdio": "cfdio"}
+
+
+def _mpi_bin_lib(mpi: dict[str, Any], env_dir: Path) -> tuple[Path, Path]:
+    """bin/ and lib/ of an MPI node: its external prefix (through the oneAPI
+    layout ``mpi/<version>/`` where there is one) or its Spack install prefix."""
+    from hpcval import spack
+
+    prefix = Path(mpi.get("external", {}).get("path") or "")
+    if not str(prefix) or str(prefix) == ".":
+        prefix = spack.install_prefix(env_dir, f"/{mpi['hash']}") or prefix
+    components = sorted((prefix / "mpi").glob("*/bin")) if (prefix / "mpi").is_dir() else []
+    base = components[-1].parent if components else prefix
+    return base / "bin", base / "lib"
 
 
 def spack_environments(system: str, stacks: list[str] | None = None) -> list[Environment]:
-    """One programming environment per MPI stack whose Intel MPI Benchmarks
-    are installed in the Spack environment ``environments/<system>``.
+    """One programming environment per MPI stack that benchmarks of the Spack
+    environment ``environments/<system>`` are installed against.
 
-    Each is named ``spack-<mpi>``; its ``PATH`` leads to the Spack-built
-    ``IMB-MPI1`` (feature ``imb``), and ``extras.spec`` holds the concrete spec
-    (benchmark, compiler, MPI). Empty where Spack is not installed, where
-    ``HPCVAL_SPACK=0``, or where nothing is installed yet: a site config calling
-    this keeps working without Spack.
+    Each is named ``spack-<mpi>``. Its ``PATH`` leads to the Spack-built
+    programs of every benchmark package built against that MPI (IMB, OSU, IOR,
+    hpcval-cfdio), each adds a feature (``imb``, ``omb``, ``ior``, ``cfdio``),
+    ``extras.spack`` maps each package to its install prefix and concrete spec
+    (benchmark, compiler, MPI), and ``extras.spec`` is the IMB one. Empty where
+    Spack is not installed, where ``HPCVAL_SPACK=0``, or where nothing is
+    installed yet: a site config calling this keeps working without Spack.
     """
     if os.environ.get("HPCVAL_SPACK", "1") == "0":
         return []
@@ -200,31 +223,39 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
     env_dir = spack.environment_dir(system)
     if not (env_dir / "spack.yaml").is_file():
         return []
-    envs = []
-    for name in stacks or list(SPACK_MPI_STACKS):
-        imb_spec, mpi_name, env_vars = SPACK_MPI_STACKS[name]
-        prefix = spack.install_prefix(env_dir, imb_spec)
-        if prefix is None or not (prefix / "bin" / "IMB-MPI1").exists():
-            continue
+    by_mpi: dict[str, dict[str, Any]] = {}
+    for package, prefix in spack.installed_prefixes(env_dir):
         nodes = spack.read_spec_json(prefix)
-        mpi = next((n for n in nodes if n["name"] == mpi_name), None)
-        if mpi is None:
+        mpi = spack.mpi_node(nodes)
+        if mpi is None or mpi["name"] not in SPACK_MPI_STACKS:
             continue
-        mpi_prefix = Path(mpi.get("external", {}).get("path") or "")
-        if not str(mpi_prefix) or str(mpi_prefix) == ".":
-            mpi_prefix = spack.install_prefix(env_dir, f"/{mpi['hash']}") or mpi_prefix
-        mpi_bin = mpi_prefix / "bin"
-        mpirun = shutil.which(f"mpirun.{mpi_name}") if str(mpi_prefix) == "/usr" else None
-        mpirun = mpirun or str(mpi_bin / "mpirun")
+        if stacks is not None and mpi["name"] not in stacks:
+            continue
+        entry = by_mpi.setdefault(mpi["name"], {"mpi": mpi, "packages": {}})
+        entry["packages"][package] = {"prefix": str(prefix),
+                                      "spec": spack.describe_spec(nodes, mpi["name"])}
+    envs = []
+    for name in [n for n in SPACK_MPI_STACKS if n in by_mpi]:
+        mpi, packages = by_mpi[name]["mpi"], by_mpi[name]["packages"]
+        mpi_bin, mpi_lib = _mpi_bin_lib(mpi, env_dir)
+        system = str(mpi_bin) == "/usr/bin"  # Debian's alternatives: mpirun.openmpi etc.
+        mpirun = shutil.which(f"mpirun.{name}") if system else None
+        mpicc = shutil.which(f"mpicc.{name}") if system else None
+        bins = [str(Path(p["prefix"]) / "bin") for p in packages.values()
+                if (Path(p["prefix"]) / "bin").is_dir()]
+        if not system:  # the MPI's own launcher helpers (e.g. Intel MPI's mpiexec.hydra)
+            bins.append(str(mpi_bin))
+        env_vars = [[k, v.format(lib=mpi_lib)] for k, v in SPACK_MPI_STACKS[name]]
         envs.append({
             "name": f"spack-{name}",
-            "features": ["mpi", name, "imb", "spack"],
-            "env_vars": [["PATH", f"{prefix / 'bin'}:$PATH"], *env_vars],
+            "features": ["mpi", name, "spack", *(SPACK_FEATURES[p] for p in sorted(packages))],
+            "cc": mpicc or str(mpi_bin / "mpicc"),
+            "env_vars": [["PATH", ":".join([*bins, "$PATH"])], *env_vars],
             "extras": {
-                "mpi_stack": f"{mpi_name}@{mpi['version']} (spack:{system})",
-                "mpirun": mpirun,
-                "spec": spack.describe_spec(nodes, mpi_name),
-                "spack_prefix": str(prefix),
+                "mpi_stack": f"{name}@{mpi['version']} (spack:{system})",
+                "mpirun": mpirun or str(mpi_bin / "mpirun"),
+                "spec": packages.get("intel-mpi-benchmarks", {}).get("spec", ""),
+                "spack": packages,
             },
         })
     return envs
