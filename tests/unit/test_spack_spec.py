@@ -22,3 +22,9 @@ def test_describe_spec_names_root_compiler_and_mpi() -> None:
 def test_describe_spec_without_dependency_has_no_caret() -> None:
     text = spack.describe_spec(spack.read_spec_json(DATA))
     assert "^" not in text
+
+
+def test_mpi_node_is_the_provider_of_mpi() -> None:
+    node = spack.mpi_node(spack.read_spec_json(DATA))
+    assert node is not None
+    assert (node["name"], node["version"]) == ("openmpi", "4.1.4")
