@@ -7,11 +7,18 @@
  * file layout is identical for all strategies: the global grid as raw native
  * doubles, row-major, last dimension fastest.
  *
- * --mode triad runs a STREAM-triad-like kernel (a = b + s*c) instead.
+ * --mode triad runs a STREAM-triad-like kernel (a = b + s*c) instead;
+ * --mode stencil --with-triad runs it after the stencil, with the same ranks, and
+ * reports the stencil's bandwidth as a fraction of it.
+ * --mode read is the post-processing read: every rank writes a result file of
+ * --read-mb MiB (fsync), drops it from the page cache (posix_fadvise DONTNEED,
+ * checked with mincore), then all ranks read their files back at once; per-reader
+ * and aggregate read bandwidth, files verified and removed.
  *
  * One result line on rank 0:  CFDIO key=value ...
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* mincore */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -20,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,10 +50,11 @@ static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr,
-                "usage: cfdio [--mode stencil|triad] [--local NX NY NZ | --global NX NY NZ]\n"
+                "usage: cfdio [--mode stencil|triad|read] [--local NX NY NZ | --global NX NY NZ]\n"
                 "             [--steps N] [--every N] [--strategy none|per-rank-then-gather|"
                 "gather-to-root|mpiio]\n"
-                "             [--dir DIR] [--keep] [--triad-n N] [--reps N]\n");
+                "             [--dir DIR] [--keep] [--with-triad] [--triad-n N] [--reps N]\n"
+                "             [--read-mb N]\n");
 }
 
 /* order-independent, position-sensitive checksum of one element */
@@ -182,6 +191,13 @@ static int all_ok(int ok)
 {
     int all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, cart);
+    return all;
+}
+
+static int all_ok_world(int ok)
+{
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     return all;
 }
 
@@ -386,18 +402,25 @@ static void halo(double *u, MPI_Datatype face[3])
     }
 }
 
-static void sweep(const double *u, double *v)
+/* rows of a plane swept together, so the three planes they touch stay in L2 */
+#define JBLOCK 16
+
+static void sweep(const double *restrict u, double *restrict v)
 {
-    const double c0 = 0.4, c1 = 0.1;
-    size_t sj = (size_t)lsize[2] + 2, si = sj * ((size_t)lsize[1] + 2);
-    for (int i = 1; i <= lsize[0]; i++)
-        for (int j = 1; j <= lsize[1]; j++) {
-            const double *p = u + IDX(i, j, 0);
-            double *q = v + IDX(i, j, 0);
-            for (int k = 1; k <= lsize[2]; k++)
-                q[k] = c0 * p[k] + c1 * (p[k - 1] + p[k + 1] + p[k - sj] + p[k + sj] +
-                                         p[k - si] + p[k + si]) - 0.1 * p[k];
-        }
+    const double c0 = 0.4 - 0.1, c1 = 0.1;
+    const size_t sj = (size_t)lsize[2] + 2, si = sj * ((size_t)lsize[1] + 2);
+    const int nk = lsize[2];
+    for (int j0 = 1; j0 <= lsize[1]; j0 += JBLOCK) {
+        int j1 = j0 + JBLOCK - 1 < lsize[1] ? j0 + JBLOCK - 1 : lsize[1];
+        for (int i = 1; i <= lsize[0]; i++)
+            for (int j = j0; j <= j1; j++) {
+                const double *restrict p = u + IDX(i, j, 0);
+                double *restrict q = v + IDX(i, j, 0);
+                for (int k = 1; k <= nk; k++)
+                    q[k] = c0 * p[k] + c1 * (p[k - 1] + p[k + 1] + p[k - sj] + p[k + sj] +
+                                             p[k - si] + p[k + si]);
+            }
+    }
 }
 
 static double tmax(double t)
@@ -407,7 +430,8 @@ static double tmax(double t)
     return m;
 }
 
-static int run_triad(long n, int reps)
+/* best-of-reps triad bandwidth of all ranks together (MB/s, 3 x 8 B per element) */
+static double triad_kernel(long n, int reps, double *best_s, int *valid)
 {
     double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double)),
            *c = malloc(n * sizeof(double));
@@ -431,15 +455,201 @@ static int run_triad(long n, int reps)
     double err = 0;
     for (long i = 0; i < n; i++)
         err += a[i] - 7.0;
-    double bytes = 3.0 * sizeof(double) * (double)n * nranks;
-    if (rank == 0)
-        printf("CFDIO mode=triad ranks=%d n_per_rank=%ld reps=%d best_s=%.6e bytes=%.0f "
-               "triad_MBs=%.1f valid=%d\n",
-               nranks, n, reps, best, bytes, bytes / best / 1e6, err == 0.0);
+    int ok = err == 0.0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     free(a);
     free(b);
     free(c);
+    *best_s = best;
+    *valid = all;
+    return 3.0 * sizeof(double) * (double)n * nranks / best / 1e6;
+}
+
+static int run_triad(long n, int reps)
+{
+    double best;
+    int valid;
+    double mbs = triad_kernel(n, reps, &best, &valid);
+    if (rank == 0)
+        printf("CFDIO mode=triad ranks=%d n_per_rank=%ld reps=%d best_s=%.6e bytes=%.0f "
+               "triad_MBs=%.1f valid=%d\n",
+               nranks, n, reps, best, 3.0 * sizeof(double) * (double)n * nranks, mbs, valid);
     return 0;
+}
+
+/* fraction of the file's pages resident in the page cache, -1 if unknown */
+static double resident_fraction(int fd, size_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t pages = (len + (size_t)page - 1) / (size_t)page;
+    if (len == 0)
+        return 0.0;
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return -1.0;
+    unsigned char *vec = malloc(pages);
+    double frac = -1.0;
+    if (vec && mincore(m, len, vec) == 0) {
+        size_t in = 0;
+        for (size_t i = 0; i < pages; i++)
+            in += vec[i] & 1;
+        frac = (double)in / (double)pages;
+    }
+    free(vec);
+    munmap(m, len);
+    return frac;
+}
+
+/* the value of element g of a reader's file: position- and reader-dependent */
+static double read_value(int r, uint64_t g)
+{
+    return (double)((g * 2654435761u + (uint64_t)r * 40503u) % 1000003u) * 1e-3;
+}
+
+/*
+ * Post-processing read: each rank is a reader of its own result file (written
+ * and fsynced first, then dropped from the page cache); all read at once.
+ */
+static int run_read(const char *dir, long read_mb, int keep)
+{
+    size_t len = (size_t)read_mb << 20, count = len / sizeof(double);
+    size_t chunk_n = (size_t)1 << 17; /* 1 MiB of doubles */
+    double *buf = malloc(chunk_n * sizeof(double));
+    char path[4096];
+    int ok = 1;
+    if (!buf)
+        die("out of memory (read buffer)");
+    snprintf(path, sizeof path, "%s/cfdio_read%05d.dat", dir, rank);
+
+    /* write the file in 1 MiB chunks, fsync */
+    uint64_t expect = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "cfdio: rank %d: cannot create %s: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        ok = 0;
+    }
+    for (size_t g0 = 0; ok && g0 < count; g0 += chunk_n) {
+        size_t n = count - g0 < chunk_n ? count - g0 : chunk_n;
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = read_value(rank, g0 + i);
+            expect += elem_sum(buf[i], g0 + i);
+        }
+        const char *p = (const char *)buf;
+        size_t left = n * sizeof(double);
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                fprintf(stderr, "cfdio: rank %d: write to %s failed: %s (errno %d)\n", rank,
+                        path, strerror(errno), errno);
+                ok = 0;
+                break;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (ok && fsync(fd) != 0) {
+        fprintf(stderr, "cfdio: rank %d: fsync of %s failed: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        ok = 0;
+    }
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        fprintf(stderr, "cfdio: rank %d: close of %s failed: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        ok = 0;
+    }
+    if (!all_ok_world(ok)) {
+        unlink(path);
+        free(buf);
+        if (rank == 0)
+            fprintf(stderr, "cfdio: writing the files to read back in %s failed; partial "
+                    "files removed\n", dir);
+        return 1;
+    }
+
+    /* drop the file from the page cache; measure what stayed */
+    double resident = -1.0;
+    fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        resident = resident_fraction(fd, len);
+        close(fd);
+    }
+
+    /* all readers at once */
+    uint64_t got = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        fprintf(stderr, "cfdio: rank %d: cannot open %s: %s (errno %d)\n", rank, path,
+                strerror(errno), errno);
+        ok = 0;
+    }
+    size_t total = 0;
+    while (ok && total < len) {
+        size_t want = len - total < chunk_n * sizeof(double) ? len - total
+                                                                : chunk_n * sizeof(double);
+        ssize_t r = read(fd, buf, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || r % (ssize_t)sizeof(double) != 0) {
+            fprintf(stderr, "cfdio: rank %d: read of %s failed: %s\n", rank, path,
+                    r == 0 ? "short file" : r < 0 ? strerror(errno) : "partial element");
+            ok = 0;
+            break;
+        }
+        size_t g0 = total / sizeof(double);
+        for (size_t i = 0; i < (size_t)r / sizeof(double); i++)
+            got += elem_sum(buf[i], g0 + i);
+        total += (size_t)r;
+    }
+    if (fd >= 0)
+        close(fd);
+    double t = MPI_Wtime() - t0;
+    free(buf);
+    if (!keep)
+        unlink(path);
+    int verified = ok && got == expect;
+    if (ok && !verified)
+        fprintf(stderr, "cfdio: rank %d: checksum of %s read back is %016" PRIx64
+                ", written %016" PRIx64 "\n", rank, path, got, expect);
+    int all_verified = all_ok_world(verified);
+    if (!all_ok_world(ok))
+        return 1;
+
+    double *times = rank == 0 ? malloc(nranks * sizeof(double)) : NULL,
+           *res = rank == 0 ? malloc(nranks * sizeof(double)) : NULL;
+    MPI_Gather(&t, 1, MPI_DOUBLE, times, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(&resident, 1, MPI_DOUBLE, res, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        double tmax_s = 0, mn = 1e300, mx = 0, resmax = 0;
+        int unknown = 0;
+        for (int r = 0; r < nranks; r++) {
+            double bw = (double)len / times[r] / 1e6;
+            tmax_s = times[r] > tmax_s ? times[r] : tmax_s;
+            mn = bw < mn ? bw : mn;
+            mx = bw > mx ? bw : mx;
+            unknown |= res[r] < 0;
+            resmax = res[r] > resmax ? res[r] : resmax;
+        }
+        if (unknown) /* mincore not possible (e.g. a FUSE mount without mmap) */
+            resmax = -1;
+        printf("CFDIO mode=read readers=%d bytes_per_reader=%zu total_s=%.6e "
+               "reader_MBs=", nranks, len, tmax_s);
+        for (int r = 0; r < nranks; r++)
+            printf("%s%.1f", r ? "," : "", (double)len / times[r] / 1e6);
+        printf(" min_reader_MBs=%.1f max_reader_MBs=%.1f aggregate_MBs=%.1f "
+               "cache_resident=%.3f verified=%d kept=%d\n",
+               mn, mx, (double)len * nranks / tmax_s / 1e6, resmax, all_verified, keep);
+        fflush(stdout);
+    }
+    free(times);
+    free(res);
+    return all_verified ? 0 : 3;
 }
 
 int main(int argc, char **argv)
@@ -449,8 +659,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int local[3] = {64, 64, 64}, global[3] = {0, 0, 0}, use_global = 0;
-    int steps = 20, every = 10, keep = 0, reps = 10, triad = 0;
-    long triad_n = 20000000L;
+    int steps = 20, every = 10, keep = 0, reps = 10, triad = 0, read_mode = 0, with_triad = 0;
+    long triad_n = 20000000L, read_mb = 256;
     enum strategy strat = S_NONE;
     const char *dir = ".";
     for (int i = 1; i < argc; i++) {
@@ -470,6 +680,10 @@ int main(int argc, char **argv)
             dir = argv[++i];
         } else if (!strcmp(a, "--keep")) {
             keep = 1;
+        } else if (!strcmp(a, "--with-triad")) {
+            with_triad = 1;
+        } else if (!strcmp(a, "--read-mb") && i + 1 < argc) {
+            read_mb = atol(argv[++i]);
         } else if (!strcmp(a, "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (!strcmp(a, "--triad-n") && i + 1 < argc) {
@@ -478,6 +692,8 @@ int main(int argc, char **argv)
             const char *m = argv[++i];
             if (!strcmp(m, "triad"))
                 triad = 1;
+            else if (!strcmp(m, "read"))
+                read_mode = 1;
             else if (strcmp(m, "stencil")) {
                 usage();
                 MPI_Finalize();
@@ -508,6 +724,13 @@ int main(int argc, char **argv)
         run_triad(triad_n, reps);
         MPI_Finalize();
         return 0;
+    }
+    if (read_mode) {
+        if (read_mb < 1)
+            die("--read-mb must be positive");
+        int rc = run_read(dir, read_mb, keep);
+        MPI_Finalize();
+        return rc;
     }
     if (steps < 1 || every < 1)
         die("--steps and --every must be positive");
@@ -596,17 +819,25 @@ int main(int argc, char **argv)
     double points = (double)gsize[0] * gsize[1] * gsize[2];
     /* per sweep: read u (8 B) and write v (8 B) per point, halo reuse from cache */
     double stencil_bytes = 16.0 * points * steps;
+    double stencil_mbs = t_compute > 0 ? stencil_bytes / t_compute / 1e6 : 0.0;
+    double triad_mbs = 0, triad_best;
+    int triad_valid = 1;
+    if (with_triad)
+        triad_mbs = triad_kernel(triad_n, reps, &triad_best, &triad_valid);
     if (rank == 0) {
         printf("CFDIO mode=stencil strategy=%s ranks=%d dims=%dx%dx%d grid=%dx%dx%d steps=%d "
                "every=%d outputs=%d total_s=%.6e compute_s=%.6e halo_s=%.6e output_s=%.6e "
                "output_share=%.4f bytes_written=%.0f write_MBs=%.1f stencil_MBs=%.1f "
-               "checksum=%016" PRIx64 " verified=%d kept=%d\n",
+               "checksum=%016" PRIx64 " verified=%d kept=%d",
                strategy_names[strat], nranks, dims[0], dims[1], dims[2], gsize[0], gsize[1],
                gsize[2], steps, every, outputs, t_total, t_compute, t_halo, t_out,
                t_total > 0 ? t_out / t_total : 0.0, bytes_written,
                t_out > 0 ? bytes_written / t_out / 1e6 : 0.0,
-               t_compute > 0 ? stencil_bytes / t_compute / 1e6 : 0.0, checksum, verified,
-               keep);
+               stencil_mbs, checksum, verified, keep);
+        if (with_triad)
+            printf(" triad_MBs=%.1f stencil_fraction=%.4f valid=%d", triad_mbs,
+                   triad_mbs > 0 ? stencil_mbs / triad_mbs : 0.0, triad_valid);
+        printf("\n");
         fflush(stdout);
     }
     for (int d = 0; d < 3; d++)
@@ -615,5 +846,5 @@ int main(int argc, char **argv)
     free(v);
     MPI_Comm_free(&cart);
     MPI_Finalize();
-    return verified ? 0 : 3;
+    return verified && triad_valid ? 0 : 3;
 }

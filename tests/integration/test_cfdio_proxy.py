@@ -112,3 +112,49 @@ def test_full_disk_fails_and_leaves_nothing(cfdio, tmp_path: Path, strategy: str
         assert list(tiny.iterdir()) == []
     finally:
         subprocess.run(["umount", str(tiny)], check=False)
+
+
+def test_stencil_with_triad_reports_fraction(cfdio) -> None:
+    p = _run(cfdio, "--local", "16", "16", "16", "--steps", "2", "--with-triad",
+             "--triad-n", "100000", "--reps", "2")
+    assert p.returncode == 0, p.stderr
+    r = parse_cfdio(p.stdout)
+    assert r["triad_MBs"] > 0 and r["stencil_fraction"] > 0
+
+
+def test_read_mode_reads_back_and_removes(cfdio, tmp_path: Path) -> None:
+    p = _run(cfdio, "--mode", "read", "--read-mb", "2", "--dir", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    r = parse_cfdio(p.stdout)
+    assert r["readers"] == 2 and r["bytes_per_reader"] == 2 << 20
+    assert len(r["reader_MBs"]) == 2 and r["verified"] == 1
+    assert list(tmp_path.iterdir()) == []
+    kept = _run(cfdio, "--mode", "read", "--read-mb", "1", "--dir", str(tmp_path), "--keep")
+    assert kept.returncode == 0, kept.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["cfdio_read00000.dat",
+                                                          "cfdio_read00001.dat"]
+    assert all(f.stat().st_size == 1 << 20 for f in tmp_path.iterdir())
+
+
+def test_read_mode_in_missing_directory_fails(cfdio, tmp_path: Path) -> None:
+    p = _run(cfdio, "--mode", "read", "--read-mb", "1", "--dir", str(tmp_path / "nope"))
+    assert p.returncode != 0
+    assert "cannot create" in p.stderr and "CFDIO" not in p.stdout
+
+
+def test_read_mode_on_full_disk_fails_and_leaves_nothing(cfdio, tmp_path: Path) -> None:
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tiny tmpfs to force a full disk needs root")
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tiny)],
+                       capture_output=True, text=True)
+    if m.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
+    try:
+        p = _run(cfdio, "--mode", "read", "--read-mb", "4", "--dir", str(tiny))
+        assert p.returncode != 0
+        assert "No space left on device" in p.stderr and str(tiny) in p.stderr
+        assert list(tiny.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(tiny)], check=False)

@@ -70,3 +70,40 @@ def test_output_cost() -> None:
     assert cost == pytest.approx(float(mpiio["total_s"]) - float(none["total_s"]))
     assert 0 < share < 1
     assert output_cost(none, none)[0] == 0
+
+
+def test_read_lines_parse_per_reader_and_aggregate() -> None:
+    one = parse_cfdio((DATA / "read_1reader.out").read_text())
+    two = parse_cfdio((DATA / "read_2readers.out").read_text())
+    assert (one["mode"], one["readers"], two["readers"]) == ("read", 1, 2)
+    assert one["bytes_per_reader"] == 64 << 20
+    assert len(two["reader_MBs"]) == 2
+    assert two["min_reader_MBs"] == min(two["reader_MBs"])
+    assert two["max_reader_MBs"] == max(two["reader_MBs"])
+    # aggregate = all bytes over the slowest reader's time
+    expect = 2 * two["bytes_per_reader"] / two["total_s"] / 1e6
+    assert abs(two["aggregate_MBs"] - expect) / expect < 1e-3
+    assert two["cache_resident"] == 0.0  # the page cache was really dropped
+
+
+def test_read_line_with_missing_reader_is_an_error() -> None:
+    line = (DATA / "read_2readers.out").read_text().replace("reader_MBs=1629.8,1629.5",
+                                                            "reader_MBs=1629.8")
+    with pytest.raises(ParseError, match="1 reader bandwidths for 2 readers"):
+        parse_cfdio(line)
+    with pytest.raises(ParseError, match="did not match"):
+        parse_cfdio((DATA / "read_2readers.out").read_text().replace("verified=1",
+                                                                     "verified=0"))
+
+
+def test_failed_read_quotes_the_full_disk() -> None:
+    with pytest.raises(ParseError, match="No space left on device"):
+        parse_cfdio((DATA / "enospc_read.out").read_text(), "enospc_read.out")
+
+
+def test_stencil_with_triad_reports_the_fraction() -> None:
+    r = parse_cfdio((DATA / "stencil_with_triad_2ranks.out").read_text())
+    assert r["stencil_fraction"] == pytest.approx(r["stencil_MBs"] / r["triad_MBs"], rel=1e-3)
+    with pytest.raises(ParseError, match="triad result is wrong"):
+        parse_cfdio((DATA / "stencil_with_triad_2ranks.out").read_text().replace(
+            "valid=1", "valid=0"))
