@@ -20,11 +20,12 @@ HpcvalRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def make_checkout(parent: Path, site: str = "local") -> Path:
-    """A checkout under *parent* with *site*'s config copied and the checks linked."""
+    """A checkout under *parent* with *site*'s config copied, the checks and proxies linked."""
     root = parent / "hpcval"
     (root / "site-configs").mkdir(parents=True)
     shutil.copytree(ROOT / "site-configs" / site, root / "site-configs" / site)
-    (root / "reframe-checks").symlink_to(ROOT / "reframe-checks")
+    for name in ("reframe-checks", "proxies"):
+        (root / name).symlink_to(ROOT / name)
     return root
 
 

@@ -106,6 +106,10 @@ class _EnvironMpirun(JobLauncher):
         return [self._mpirun, "-np", str(job.num_tasks)]
 
 
+#: Partition extra naming a directory on the partition's shared (network) file
+#: system; I/O checks write there instead of the stage directory when it is set.
+SHARED_FS_EXTRA = "shared_fs_dir"
+
 class HpcvalTest(rfm.RegressionTestPlugin):
     """Base mixin of hpcval checks: ``class x_check(HpcvalTest, rfm.RunOnlyRegressionTest)``."""
 
@@ -153,6 +157,17 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             self.software_spec = str(entry["spec"]) if entry else ""
         else:
             self.software_spec = str(self.current_environ.extras.get("spec", ""))
+
+    def shared_fs_dir(self) -> str | None:
+        """A directory for this test case's files on the partition's shared
+        file system (``extras.shared_fs_dir``, e.g. the lab's file-server mount),
+        unique per check, partition and environment; ``None`` where the partition
+        has none (the stage directory is then the place)."""
+        shared = self.current_partition.extras.get(SHARED_FS_EXTRA)
+        if not shared:
+            return None
+        part, env = self.current_partition.name, self.current_environ.name
+        return str(Path(str(shared)) / f"hpcval-{self.unique_name}-{part}-{env}")
 
     def spack_prefix(self, package: str | None = None) -> str | None:
         """Install prefix of the Spack-built *package* (default: ``spack_package``)

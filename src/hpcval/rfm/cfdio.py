@@ -22,6 +22,29 @@ _IMPI_ROOT = ('if [ -z "$I_MPI_ROOT" ] && [ -f "$(dirname "$(command -v mpicc)")
               ' fi')
 
 
+#: Result files the proxy left behind (listed by the job before it removes them).
+LEFTOVERS = "cfdio-leftovers.txt"
+
+
+def _leftovers_then_clean(output_dir: str, pattern: str) -> list[str]:
+    """Post-run commands: list files matching *pattern* left in *output_dir*
+    (the proxy removes its own; what remains means a failure), remove them and
+    a per-test directory on a shared file system."""
+    files = f"'{output_dir}'/{pattern}"
+    cmds = [f"ls -1d {files} 2>/dev/null > {LEFTOVERS} || true", f"rm -f {files}"]
+    if output_dir != ".":
+        cmds.append(f"rmdir '{output_dir}' 2>/dev/null || true")
+    return cmds
+
+
+def _assert_no_leftovers(stagedir: str) -> object:
+    from pathlib import Path
+
+    path = Path(stagedir) / LEFTOVERS
+    left = path.read_text().split() if path.is_file() else []
+    return sn.assert_false(left, msg=f"result files left behind: {' '.join(left)}")
+
+
 class CfdioBase(HpcvalTest, rfm.RegressionTest):
     """Runs the environment's Spack-built ``hpcval-cfdio`` where it offers one
     (``extras.spack``), else a ``cfdio`` on PATH, else builds proxies/cfdio with
@@ -84,18 +107,26 @@ class CfdioOutputCostBase(CfdioBase):
     steps = 20
     every = 5
 
+    @run_after("setup")
+    def set_output_dir(self) -> None:
+        #: where the result files go: the partition's shared file system
+        #: (``extras.shared_fs_dir``, a per-test subdirectory) or the stage dir
+        self.output_dir = self.shared_fs_dir() or "."
+
     @run_before("run")
     def set_options(self) -> None:
         g = [str(x) for x in self.global_grid]
         common = ["--global", *g, "--steps", str(self.steps), "--every", str(self.every),
-                  "--dir", "."]
+                  "--dir", self.output_dir]
         self.executable_opts = [*common, "--strategy", self.strategy]
         # the job's task count is filled in at submission; the baseline
         # launch needs it now
         self.job.num_tasks = self.num_tasks
         launch = " ".join(self.job.launcher.run_command(self.job).split())
-        self.prerun_cmds = [f"{launch} {self.cfdio} {' '.join(common)} --strategy none "
+        self.prerun_cmds = [f"mkdir -p '{self.output_dir}'",
+                            f"{launch} {self.cfdio} {' '.join(common)} --strategy none "
                             "> baseline.out"]
+        self.postrun_cmds = _leftovers_then_clean(self.output_dir, "cfdio_step*")
 
     @sanity_function
     def validate(self) -> bool:
@@ -103,9 +134,7 @@ class CfdioOutputCostBase(CfdioBase):
         run = self.result()
         return sn.all([sn.assert_eq(base["checksum"], run["checksum"],
                                     msg="field checksum differs between runs: {0} != {1}"),
-                       sn.assert_true(not list(__import__("pathlib").Path(self.stagedir)
-                                               .glob("cfdio_step*")),
-                                      msg="result files left behind")])
+                       _assert_no_leftovers(self.stagedir)])
 
     @performance_function("s")
     def output_cost(self) -> float:
@@ -139,3 +168,85 @@ class CfdioTriadBase(CfdioBase):
     @performance_function("MB/s")
     def triad_bw(self) -> float:
         return float(self.result()["triad_MBs"])
+
+
+class CfdioStencilBase(CfdioBase):
+    """The proxy's stencil (no output) and the triad kernel in one run with
+    the same ranks: stencil and triad bandwidth and their ratio, the issue's
+    yardstick of whether the proxy stresses memory like a real CFD code.
+
+    The grid is sized well beyond the caches (a 2 x 64 MiB field), so both
+    kernels run from memory."""
+
+    global_grid = (256, 256, 128)
+    steps = 20
+    triad_n = 20_000_000
+    reps = 5
+
+    @run_before("run")
+    def set_options(self) -> None:
+        self.executable_opts = ["--global", *[str(x) for x in self.global_grid],
+                                "--steps", str(self.steps), "--strategy", "none",
+                                "--with-triad", "--triad-n", str(self.triad_n),
+                                "--reps", str(self.reps)]
+
+    @sanity_function
+    def validate(self) -> bool:
+        return sn.assert_eq(self.result()["valid"], 1)
+
+    @performance_function("MB/s")
+    def stencil_bw(self) -> float:
+        return float(self.result()["stencil_MBs"])
+
+    @performance_function("MB/s")
+    def triad_bw(self) -> float:
+        return float(self.result()["triad_MBs"])
+
+    @performance_function("fraction")
+    def stencil_fraction_of_triad(self) -> float:
+        return float(self.result()["stencil_fraction"])
+
+
+class CfdioReadBase(CfdioBase):
+    """Post-processing read (seed 001): ``num_tasks`` readers each write a
+    result file of ``read_mb`` MiB, drop it from the page cache, then all read
+    back at once. Reports per-reader (slowest, fastest) and aggregate read
+    bandwidth, so saturation of the file server's link under concurrent
+    readers shows; the files go to the partition's shared file system where it
+    has one (``extras.shared_fs_dir``)."""
+
+    read_mb = 256
+
+    @run_after("setup")
+    def set_output_dir(self) -> None:
+        self.output_dir = self.shared_fs_dir() or "."
+
+    @run_before("run")
+    def set_options(self) -> None:
+        self.executable_opts = ["--mode", "read", "--read-mb", str(self.read_mb),
+                                "--dir", self.output_dir]
+        self.prerun_cmds = [f"mkdir -p '{self.output_dir}'"]
+        self.postrun_cmds = _leftovers_then_clean(self.output_dir, "cfdio_read*")
+
+    @sanity_function
+    def validate(self) -> bool:
+        return sn.all([sn.assert_eq(self.result()["verified"], 1),
+                       _assert_no_leftovers(self.stagedir)])
+
+    @performance_function("MB/s")
+    def aggregate_read_bw(self) -> float:
+        return float(self.result()["aggregate_MBs"])
+
+    @performance_function("MB/s")
+    def min_reader_bw(self) -> float:
+        return float(self.result()["min_reader_MBs"])
+
+    @performance_function("MB/s")
+    def max_reader_bw(self) -> float:
+        return float(self.result()["max_reader_MBs"])
+
+    @performance_function("fraction")
+    def cache_resident(self) -> float:
+        """Share of the files still in the page cache when the read began (0 =
+        read from the device or server; -1 = could not be measured)."""
+        return float(self.result()["cache_resident"])

@@ -38,12 +38,12 @@ from reframe.core.exceptions import SanityError
 
 from hpcval.errors import HpcvalError
 from hpcval.parsers.ior import IorResult, ior_errors, parse_ior_json
-from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.base import SHARED_FS_EXTRA, HpcvalTest
 
 IOR_DIR_VAR = "HPCVAL_IOR_DIR"
 IOR_ENVIRON_VAR = "HPCVAL_IOR_ENVIRON"
 #: Partition extra naming a directory on the file system under test.
-OUTPUT_DIR_EXTRA = "shared_fs_dir"
+OUTPUT_DIR_EXTRA = SHARED_FS_EXTRA
 SUMMARY_FILE = "ior-summary.json"
 TEST_FILE = "ior-testfile"
 LAYOUTS = {"file-per-process": ["-F"], "shared": []}
@@ -157,11 +157,7 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     @run_after("setup")
     def set_output_dir(self) -> None:
-        shared = self.current_partition.extras.get(OUTPUT_DIR_EXTRA)
-        if shared:
-            self.output_dir = str(Path(str(shared)) / f"hpcval-{self.unique_name}")
-        else:
-            self.output_dir = str(self.stagedir)
+        self.output_dir = self.shared_fs_dir() or str(self.stagedir)
 
     @run_before("run")
     def set_options(self) -> None:

@@ -1,0 +1,28 @@
+"""Post-processing read of result files (seed 001): one or several readers at
+once, per-reader and aggregate read bandwidth, so a file server's link that
+saturates under concurrent readers shows. How the proxy reads and drops the
+page cache: :class:`hpcval.rfm.cfdio.CfdioReadBase`."""
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after
+
+from hpcval.rfm.cfdio import CfdioReadBase
+
+
+@rfm.simple_test
+class cfdio_read_check(CfdioReadBase):
+    descr = "cfdio proxy: concurrent post-processing readers, per-reader and aggregate MB/s"
+    valid_systems = ["*"]
+    tags = {"io", "cfdio", "read"}
+
+    #: Concurrent readers (one MPI rank each; skipped above the partition's CPUs).
+    readers = parameter([1, 2, 4, 8], loggable=True)
+
+    @run_after("setup")
+    def set_readers(self) -> None:
+        cpus = self.current_partition.processor.num_cpus
+        self.skip_if(bool(cpus) and self.readers > cpus,
+                     f"{self.readers} readers exceed the partition's {cpus} CPUs")
+        self.skip_if(not cpus and self.readers > 2,
+                     "partition CPU count unknown: running 1 and 2 readers only")
+        self.num_tasks = self.readers

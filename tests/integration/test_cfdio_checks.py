@@ -1,0 +1,72 @@
+"""The cfdio checks on the `local` site for real: output cost, post-processing
+read and stencil-vs-triad pass against the shipped references, and with a
+shared file system in the partition (``extras.shared_fs_dir``, as the lab's
+file server) the result files go there and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpcval.rfm.site import intel_mpi_from_pypi
+
+from .conftest import HpcvalRunner
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(intel_mpi_from_pypi() is None,
+                       reason="Intel MPI from PyPI is not installed: run `make setup`"),
+]
+
+CHECKS = ["-p", "impi", "-n", "cfdio_output_cost_check%strategy=mpiio%ranks=1$",
+          "-n", "cfdio_output_cost_check%strategy=gather-to-root%ranks=1$",
+          "-n", "cfdio_read_check%readers=1", "-n", "cfdio_read_check%readers=2",
+          "-S", "cfdio_read_check.read_mb=8",
+          "-n", "cfdio_stencil_check", "-S", "cfdio_stencil_check.triad_n=1000000"]
+
+
+def _cases(root: Path) -> list[dict]:
+    reports = sorted((root / "var" / "local" / "reports").glob("run-report-*.json"))
+    return json.loads(reports[-1].read_text())["runs"][0]["testcases"]
+
+
+def _with_shared_fs(root: Path, shared: Path) -> None:
+    config = root / "site-configs" / "local" / "config.py"
+    text = config.read_text()
+    old = '"extras": partition_extras(SITE_DIR),'
+    assert old in text
+    config.write_text(text.replace(
+        old, f'"extras": partition_extras(SITE_DIR, shared_fs_dir={str(shared)!r}),'))
+
+
+def test_cfdio_checks_pass_against_shipped_references(checkout: Path,
+                                                      hpcval: HpcvalRunner) -> None:
+    proc = hpcval(checkout, "validate", "--site", "local", "--", *CHECKS)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    cases = _cases(checkout)
+    assert len(cases) == 5, [c["display_name"] for c in cases]
+    assert all(c["result"] == "pass" for c in cases)
+    figures = {c["display_name"]: {p[0]: p[1] for p in c["perfvalues"].values()}
+               for c in cases}
+    (read2,) = [v for k, v in figures.items() if "readers=2" in k]
+    assert read2  # judged against references
+    stage = checkout / "var" / "local" / "stage"
+    assert not list(stage.rglob("cfdio_step*")) and not list(stage.rglob("cfdio_read*.dat"))
+
+
+def test_result_files_go_to_the_shared_fs_and_are_removed(checkout: Path, tmp_path: Path,
+                                                          hpcval: HpcvalRunner) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    _with_shared_fs(checkout, shared)
+    proc = hpcval(checkout, "validate", "--site", "local", "--", *CHECKS[:12])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    scripts = list((checkout / "var" / "local" / "output").rglob("rfm_job.sh"))
+    assert len(scripts) == 4
+    for script in scripts:
+        text = script.read_text()
+        assert f"--dir {shared}/hpcval-cfdio_" in text, text
+        assert f"mkdir -p '{shared}/hpcval-cfdio_" in text
+    assert list(shared.iterdir()) == []  # per-test directories removed, files too
