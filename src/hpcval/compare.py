@@ -24,6 +24,11 @@ from hpcval.report import CaseResult, RunReport, load_run_report
 #: Units where a smaller number is better.
 LOWER_IS_BETTER = {"us", "usec", "ms", "s", "ns", "sec"}
 
+#: Words in a figure's name that make a smaller number better whatever its unit
+#: (e.g. ``output_share`` and ``cache_resident`` are fractions, like
+#: ``stencil_fraction_of_triad``, where larger is better).
+LOWER_IS_BETTER_WORDS = {"cost", "share", "resident", "overhead", "time", "latency", "lat"}
+
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
 _FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -85,7 +90,8 @@ class SeriesComparison:
 
     @property
     def lower_is_better(self) -> bool:
-        return self.unit.lower() in LOWER_IS_BETTER
+        words = set(re.split(r"[^a-z]+", self.column.lower()))
+        return self.unit.lower() in LOWER_IS_BETTER or bool(words & LOWER_IS_BETTER_WORDS)
 
     def range_points(self, low: float | None, high: float | None) -> list[PointChange]:
         return [p for p in self.points if p.change_pct is not None

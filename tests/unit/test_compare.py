@@ -130,3 +130,20 @@ def test_command_prints_and_writes_html(runs: tuple[Path, Path], tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert "mean change over 1 MiB - 4 MiB (3 sizes)" in proc.stdout
     assert out.is_file() and "A/B comparison" in out.read_text()
+
+
+@pytest.mark.parametrize(("column", "unit", "lower"), [
+    ("output_share", "fraction", True),        # cfdio: share of the run spent writing
+    ("cache_resident", "fraction", True),
+    ("output_cost", "s", True),
+    ("lat_8B", "us", True),
+    ("stencil_fraction_of_triad", "fraction", False),
+    ("write_bw", "MB/s", False),
+    ("t_avg_usec", "usec", True),
+])
+def test_direction_by_unit_and_name(column: str, unit: str, lower: bool) -> None:
+    from hpcval.compare import SeriesComparison
+
+    s = SeriesComparison(case="c", environ="e", series="judged", column=column, unit=unit,
+                         x_label="variable", x_unit="")
+    assert s.lower_is_better is lower
