@@ -16,7 +16,7 @@ setup: $(VENV)/.hpcval-installed
 $(VENV)/.hpcval-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[impi,dev]'
+	$(BIN)/pip install --quiet -e '.[impi,wrf,dev]'
 	$(BIN)/hpcval spack externals >/dev/null  # environments/*/intel-mpi-venv.yaml
 	touch $@
 

@@ -1,5 +1,5 @@
-"""WRF rsl log parsing and figure of merit, on real logs of WRF 4.4.2 em_quarter_ss
-(gfortran 12, Open MPI 4.1, 2 ranks) in tests/data/wrf/."""
+"""WRF rsl log parsing and figure of merit, on real logs of WRF 4.4.2 and 4.3.3
+em_quarter_ss (gfortran 12, Open MPI 4.1, 2 ranks) in tests/data/wrf/."""
 
 from __future__ import annotations
 
@@ -58,3 +58,18 @@ def test_fatal_error_names_file_and_line(data_dir):
 def test_garbage_is_not_a_wrf_log():
     with pytest.raises(ParseError, match="not a WRF rsl log"):
         wrf.parse_wrf_log("hello\nworld\n", source="x")
+
+
+def test_cfl_crash_is_classified(data_dir):
+    """A real run with time_step = 90 s (the case needs 12 s): vertical CFL
+    warnings, then a segmentation fault after the first step."""
+    log = wrf.parse_wrf_log((data_dir / "wrf" / "quarter_ss_np2_cfl_dt90_rsl.error.0000")
+                            .read_text(), "rsl.error.0000")
+    assert not log.success and log.fatal is None
+    assert log.signal is not None and log.signal.startswith("SIGSEGV")
+    assert [w[0] for w in log.cfl_warnings] == [656, 32434]
+    with pytest.raises(ParseError) as err:
+        wrf.check_complete(log)
+    text = str(err.value)
+    assert "WRF crashed (SIGSEGV" in text and "after step 1" in text
+    assert "32434 points exceeded the vertical CFL limit" in text and "reduce time_step" in text

@@ -49,6 +49,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from hpcval.errors import ParseError
 
@@ -71,6 +72,7 @@ _SUCCESS_RE = re.compile(r"wrf: SUCCESS COMPLETE WRF")
 _FATAL_FROM_RE = re.compile(r"FATAL CALLED FROM FILE:\s+(?P<file>\S+)\s+LINE:\s+(?P<line>\d+)")
 _FATAL_BANNER = "-------------- FATAL CALLED ---------------"
 _FATAL_END = "-------------------------------------------"
+_SIGNAL_RE = re.compile(r"Program received signal (?P<sig>SIG\w+)(?::\s*(?P<what>.*))?")
 _CFL_RE = re.compile(r"(?P<n>\d+)\s+points exceeded (?:v_)?cfl\s*=\s*\d+ in domain (?P<dom>\S+)"
                      r" at time (?P<time>\S+)")
 _VERSION_RE = re.compile(r"WRF V(?P<version>\d+\.\d+(?:\.\d+)*)")
@@ -165,6 +167,8 @@ class WrfLog:
     fatal: str | None = None
     #: CFL warnings: (points, domain, model time).
     cfl_warnings: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Signal the runtime reported (gfortran's "Program received signal SIGSEGV: ...").
+    signal: str | None = None
     last_line: str = ""
 
     def domain_steps(self, domain: int = 1) -> list[WrfStep]:
@@ -191,6 +195,12 @@ class WrfLog:
             return None
         elif not self.steps:
             reason = "WRF log has no time step (it stopped before integrating)"
+        elif self.signal:
+            last = self.steps[-1]
+            reason = (
+                f"WRF crashed ({self.signal}) after step {len(self.steps)} "
+                f"(model time {last.model_time}, domain {last.domain})"
+            )
         else:
             last = self.steps[-1]
             reason = (
@@ -283,6 +293,9 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
             continue
         if m := _CFL_RE.search(line):
             log.cfl_warnings.append((int(m.group("n")), m.group("dom"), m.group("time")))
+        elif log.signal is None and (m := _SIGNAL_RE.search(line)):
+            what = (m.group("what") or "").strip()
+            log.signal = m.group("sig") + (f": {what}" if what else "")
 
     if in_fatal and log.fatal is None:
         log.fatal = _fatal_text(fatal_lines)
@@ -507,9 +520,19 @@ class FieldDifference:
         return self.rms_rel_diff <= tolerance
 
 
+def _times(ds: Any) -> list[str]:
+    """The ``Times`` of a WRF output (``YYYY-MM-DD_hh:mm:ss`` per record)."""
+    if "Times" not in ds.variables:
+        return []
+    return ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in row).strip()
+            for row in ds.variables["Times"][:].tolist()]
+
+
 def compare_output(run_file: str, reference_file: str, fields: tuple[str, ...] = DEFAULT_FIELDS,
                    time_index: int = -1) -> list[FieldDifference]:
-    """Field-by-field difference of one time of two WRF netCDF outputs.
+    """Field-by-field difference of one time of two WRF netCDF outputs: record
+    ``time_index`` of the run, and the reference's record of the same model time
+    (``Times``; an error if the reference has no such time).
 
     The judged measure is the root-mean-square difference divided by the
     root-mean-square of the reference field: a relative difference that stays
@@ -535,12 +558,21 @@ def compare_output(run_file: str, reference_file: str, fields: tuple[str, ...] =
         except OSError as err:
             raise ParseError(f"cannot read reference output {reference_file}: {err}") from None
         try:
+            ref_index = time_index
+            run_times, ref_times = _times(run_ds), _times(ref_ds)
+            if run_times and ref_times:
+                when = run_times[time_index]
+                if when not in ref_times:
+                    raise ParseError(
+                        f"{reference_file} has no output for {when} (it holds "
+                        f"{', '.join(ref_times)}): not a reference for this run")
+                ref_index = ref_times.index(when)
             for name in fields:
                 for path, ds in ((run_file, run_ds), (reference_file, ref_ds)):
                     if name not in ds.variables:
                         raise ParseError(f"{path}: no field {name!r}")
                 run_var = np.asarray(run_ds.variables[name][time_index], dtype="f8")
-                ref_var = np.asarray(ref_ds.variables[name][time_index], dtype="f8")
+                ref_var = np.asarray(ref_ds.variables[name][ref_index], dtype="f8")
                 if run_var.shape != ref_var.shape:
                     raise ParseError(
                         f"field {name}: shape {run_var.shape} in {run_file} but "
