@@ -59,6 +59,24 @@ class wrf_idealized_check(HpcvalTest, rfm.RunOnlyRegressionTest):
     #: :type: :class:`str` or :obj:`None`
     case_dir = variable(str, type(None), value=None)
 
+    #: A known-good ``wrfout`` of this case and configuration the run's last
+    #: output is compared with, field by field (docs/checks.md, "Output
+    #: verification"). Unset: the partition's ``extras.wrf_reference_outputs``
+    #: (a mapping case -> file) is used, and without one nothing is compared.
+    #:
+    #: :type: :class:`str` or :obj:`None`
+    reference_output = variable(str, type(None), value=None)
+
+    #: Largest allowed rms relative difference of each compared field.
+    #:
+    #: :type: :class:`float`
+    output_tolerance = variable(float, value=1e-3)
+
+    #: What the output verification found (for the record).
+    #:
+    #: :type: :class:`str`
+    output_verified = variable(str, value="not run", loggable=True)
+
     @run_after("setup")
     def find_wrf(self):
         extras_dir = self.current_environ.extras.get("wrf_dir")
@@ -74,6 +92,13 @@ class wrf_idealized_check(HpcvalTest, rfm.RunOnlyRegressionTest):
             mismatch = wrf.mpi_mismatch(found / "wrf.exe", self.current_environ.features)
             self.skip_if(mismatch is not None, f"{mismatch} (environment "
                          f"{self.current_environ.name})")
+        if self.reference_output is None:
+            refs = self.current_partition.extras.get("wrf_reference_outputs") or {}
+            self.reference_output = refs.get(self.case)
+        if self.reference_output is not None and not Path(self.reference_output).is_file():
+            raise SanityError(f"reference output {self.reference_output} for {self.case} does "
+                              "not exist (reference_output, or the partition's "
+                              "extras.wrf_reference_outputs)")
         mpirun = self.current_environ.extras.get("mpirun", "mpirun")
         # ideal.exe builds wrfinput_d01 on one rank; its rsl files are kept apart.
         self.prerun_cmds = [
@@ -126,7 +151,26 @@ class wrf_idealized_check(HpcvalTest, rfm.RunOnlyRegressionTest):
             "step time": ("s", [(wrf.model_seconds(s.model_time) - start, s.seconds)
                                 for s in log.domain_steps(1)]),
         })
+        self.verify()
         return True
+
+    def verify(self) -> None:
+        """Compare the last history output with ``reference_output``, if any."""
+        if self.reference_output is None:
+            self.output_verified = "no reference output configured"
+            return
+        outputs = sorted(Path(self.stagedir).glob("wrfout_d01_*"))
+        if not outputs:
+            raise SanityError(f"no wrfout_d01_* in {self.stagedir} to verify")
+        try:
+            diffs = wrf.compare_output(str(outputs[-1]), self.reference_output)
+            wrf.check_output(diffs, self.output_tolerance, str(outputs[-1]),
+                             self.reference_output)
+        except HpcvalError as err:
+            raise SanityError(str(err)) from None
+        worst = max(diffs, key=lambda d: d.rms_rel_diff)
+        self.output_verified = (f"{len(diffs)} fields within {self.output_tolerance:g} "
+                                f"(worst {worst.name}: {worst.rms_rel_diff:.2g})")
 
     @sn.deferrable
     def figure(self, name):
