@@ -80,17 +80,22 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
             self.build_system.options = [f"MPICC={self.current_environ.cc or 'mpicc'}"]
 
     def result(self, name: str | None = None) -> dict:
-        """The parsed CFDIO line of the job's stdout (or of file *name*)."""
-        if name is None:
-            return self.parse_stdout(parse_cfdio)
+        """The parsed CFDIO line of the job's stdout (or of file *name*); when
+        there is none, the error says what the proxy reported on stderr (the
+        path and errno of a failed write, e.g. a full disk)."""
         from pathlib import Path
 
         from reframe.core.exceptions import SanityError
 
         from hpcval.errors import HpcvalError
-        path = Path(self.stagedir) / name
+        path = Path(self.stagedir) / name if name else self.stdout_path()
         try:
-            return parse_cfdio(path.read_text(errors="replace"), source=str(path))
+            text = path.read_text(errors="replace")
+            if name is None:
+                stderr = Path(self.stagedir) / str(self.stderr.evaluate())
+                if stderr.is_file():
+                    text += "\n" + stderr.read_text(errors="replace")
+            return parse_cfdio(text, source=str(path))
         except (OSError, HpcvalError) as err:
             raise SanityError(str(err)) from None
 
