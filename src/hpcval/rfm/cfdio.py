@@ -9,7 +9,13 @@ import shutil
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import performance_function, run_after, run_before, sanity_function
+from reframe.core.builtins import (
+    performance_function,
+    run_after,
+    run_before,
+    sanity_function,
+    variable,
+)
 
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
 from hpcval.paths import project_root
@@ -158,8 +164,10 @@ class CfdioTriadBase(CfdioBase):
     """STREAM-triad-like kernel of the proxy: memory bandwidth of the node
     (all ranks together), best of ``--reps``."""
 
-    triad_n = 10_000_000
-    reps = 10
+    #: Doubles per array and rank.
+    triad_n = variable(int, value=10_000_000)
+    #: Repetitions; the best counts.
+    reps = variable(int, value=10)
 
     @run_before("run")
     def set_options(self) -> None:
@@ -185,8 +193,10 @@ class CfdioStencilBase(CfdioBase):
 
     global_grid = (256, 256, 128)
     steps = 20
-    triad_n = 20_000_000
-    reps = 5
+    #: Doubles per array and rank of the triad.
+    triad_n = variable(int, value=20_000_000)
+    #: Triad repetitions; the best counts.
+    reps = variable(int, value=5)
 
     @run_before("run")
     def set_options(self) -> None:
@@ -220,7 +230,8 @@ class CfdioReadBase(CfdioBase):
     readers shows; the files go to the partition's shared file system where it
     has one (``extras.shared_fs_dir``)."""
 
-    read_mb = 256
+    #: MiB each reader writes and reads back.
+    read_mb = variable(int, value=256)
 
     @run_after("setup")
     def set_output_dir(self) -> None:
