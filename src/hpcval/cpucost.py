@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from hpcval.errors import ParseError
 
 MARKER = "HPCVAL-CPUCOST"
-_LINE_RE = re.compile(rf"^{MARKER}\s+(?P<body>.*)$", re.M)
+#: One record: from the marker to the next marker or the end of the line (two ranks'
+#: records can share a line when their writes interleave in the launcher's forwarding).
+_LINE_RE = re.compile(rf"{MARKER}\s+(?P<body>(?:(?!{MARKER}).)*)")
 _RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "MPI_LOCALRANKID")
 
 
@@ -102,9 +104,13 @@ def run(argv: list[str]) -> int:
         instructions, cycles = counts.get("instructions"), counts.get("cycles")
         counters = "ok" if instructions is not None and cycles is not None else "unsupported"
     fmt = lambda v: "na" if v is None else f"{v:.0f}"  # noqa: E731
-    print(f"{MARKER} rank={rank} wall_s={wall:.6f} user_s={usage.ru_utime:.6f} "
-          f"sys_s={usage.ru_stime:.6f} instructions={fmt(instructions)} "
-          f"cycles={fmt(cycles)} counters={counters}", file=sys.stderr, flush=True)
+    line = (f"{MARKER} rank={rank} wall_s={wall:.6f} user_s={usage.ru_utime:.6f} "
+            f"sys_s={usage.ru_stime:.6f} instructions={fmt(instructions)} "
+            f"cycles={fmt(cycles)} counters={counters}\n")
+    # one write(2) for the whole line, newline included, so that ranks writing to one
+    # forwarded stderr at once cannot split each other's lines
+    sys.stderr.flush()
+    os.write(sys.stderr.fileno(), line.encode())
     return proc.returncode
 
 

@@ -45,3 +45,14 @@ def test_no_or_damaged_lines() -> None:
 
 def test_usage_without_program() -> None:
     assert run(["--"]) == 2
+
+
+def test_records_sharing_a_line_are_both_read() -> None:
+    """A real two-rank run whose records the launcher forwarded interleaved on one
+    line (written by an earlier version that put the newline in a second write)."""
+    path = DATA / "cpucost_uniband_waitmode_interleaved_impi2021.18.err"
+    text = path.read_text()
+    assert f"counters=ok{MARKER}" in text
+    records = parse_cpucost(text, str(path))
+    assert [r.rank for r in records] == [0, 1]
+    assert all(r.counters == "ok" for r in records)
