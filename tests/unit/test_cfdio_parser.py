@@ -107,3 +107,10 @@ def test_stencil_with_triad_reports_the_fraction() -> None:
     with pytest.raises(ParseError, match="triad result is wrong"):
         parse_cfdio((DATA / "stencil_with_triad_2ranks.out").read_text().replace(
             "valid=1", "valid=0"))
+
+
+def test_usage_means_an_older_binary() -> None:
+    text = ("usage: cfdio [--mode stencil|triad] [--local NX NY NZ | --global NX NY NZ]\n"
+            "             [--steps N] [--every N]\n")
+    with pytest.raises(ParseError, match="older than the check"):
+        parse_cfdio(text)

@@ -59,7 +59,14 @@ def parse_cfdio(text: str, source: str = "<stdout>") -> dict:
     lines = _LINE_RE.findall(text)
     if not lines:
         errors = [ln.strip() for ln in text.splitlines() if ln.startswith("cfdio:")]
-        why = "; ".join(errors) if errors else "output truncated or not from cfdio"
+        usage = any(ln.startswith("usage: cfdio") for ln in text.splitlines())
+        if errors:
+            why = "; ".join(errors)
+        elif usage:
+            why = ("cfdio rejected its options and printed its usage: the binary is older "
+                   "than the check (rebuild it, e.g. spack install)")
+        else:
+            why = "output truncated or not from cfdio"
         raise ParseError(f"{source}: no CFDIO result line ({why})")
     if len(lines) > 1:
         raise ParseError(f"cfdio: {len(lines)} CFDIO result lines, expected one")
