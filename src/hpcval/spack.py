@@ -195,11 +195,14 @@ def write_venv_externals(prefix: str | Path, root: str | Path | None = None) -> 
     return written
 
 
-#: Packages whose programs hpcval's checks run, each built against one MPI stack.
-BENCHMARK_PACKAGES = ("intel-mpi-benchmarks", "osu-micro-benchmarks", "ior", "hpcval-cfdio")
+#: Packages whose programs hpcval's checks run, each built against one MPI stack, and
+#: the feature a programming environment offering it gets (checks select on these,
+#: e.g. ``valid_prog_environs = ["+mpi +imb"]``).
+BENCHMARK_PACKAGES = {"intel-mpi-benchmarks": "imb", "osu-micro-benchmarks": "omb",
+                      "ior": "ior", "hpcval-cfdio": "cfdio"}
 
 
-def installed_prefixes(env_dir: str | Path, names: tuple[str, ...] = BENCHMARK_PACKAGES,
+def installed_prefixes(env_dir: str | Path, names: tuple[str, ...] = tuple(BENCHMARK_PACKAGES),
                        ) -> list[tuple[str, Path]]:
     """(package name, install prefix) of every installed spec of the Spack
     environment named in *names*: one ``spack find`` call. Empty when Spack is

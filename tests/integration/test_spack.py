@@ -192,6 +192,7 @@ def _local_spack_environments() -> dict[str, dict]:
 @needs_spack
 def test_local_site_offers_spack_built_programs() -> None:
     env = _local_spack_environments()["spack-openmpi"]
+    assert env["extras"]["mpi_stack"] == "openmpi@4.1.4 (spack:local)"
     cfdio = env["extras"]["spack"]["hpcval-cfdio"]
     assert cfdio["spec"].startswith("hpcval-cfdio@main")
     assert "^openmpi@4.1.4" in cfdio["spec"]

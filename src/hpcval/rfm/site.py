@@ -183,12 +183,6 @@ SPACK_MPI_STACKS: dict[str, list[list[str]]] = {
                          ["FI_PROVIDER_PATH", "{lib}"]],
 }
 
-#: Feature a programming environment gets for each benchmark package it offers;
-#: checks select on these (e.g. ``valid_prog_environs = ["+mpi +imb"]``).
-SPACK_FEATURES = {"intel-mpi-benchmarks": "imb", "osu-micro-benchmarks": "omb",
-                  "ior": "ior", "hpcval-cfdio": "cfdio"}
-
-
 def _mpi_bin_lib(mpi: dict[str, Any], env_dir: Path) -> tuple[Path, Path]:
     """bin/ and lib/ of an MPI node: its external prefix (through the oneAPI
     layout ``mpi/<version>/`` where there is one) or its Spack install prefix."""
@@ -238,17 +232,18 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
     for name in [n for n in SPACK_MPI_STACKS if n in by_mpi]:
         mpi, packages = by_mpi[name]["mpi"], by_mpi[name]["packages"]
         mpi_bin, mpi_lib = _mpi_bin_lib(mpi, env_dir)
-        system = str(mpi_bin) == "/usr/bin"  # Debian's alternatives: mpirun.openmpi etc.
-        mpirun = shutil.which(f"mpirun.{name}") if system else None
-        mpicc = shutil.which(f"mpicc.{name}") if system else None
+        from_os = str(mpi_bin) == "/usr/bin"  # Debian's alternatives: mpirun.openmpi etc.
+        mpirun = shutil.which(f"mpirun.{name}") if from_os else None
+        mpicc = shutil.which(f"mpicc.{name}") if from_os else None
         bins = [str(Path(p["prefix"]) / "bin") for p in packages.values()
                 if (Path(p["prefix"]) / "bin").is_dir()]
-        if not system:  # the MPI's own launcher helpers (e.g. Intel MPI's mpiexec.hydra)
+        if not from_os:  # the MPI's own launcher helpers (e.g. Intel MPI's mpiexec.hydra)
             bins.append(str(mpi_bin))
         env_vars = [[k, v.format(lib=mpi_lib)] for k, v in SPACK_MPI_STACKS[name]]
         envs.append({
             "name": f"spack-{name}",
-            "features": ["mpi", name, "spack", *(SPACK_FEATURES[p] for p in sorted(packages))],
+            "features": ["mpi", name, "spack",
+                         *(spack.BENCHMARK_PACKAGES[p] for p in sorted(packages))],
             "cc": mpicc or str(mpi_bin / "mpicc"),
             "env_vars": [["PATH", ":".join([*bins, "$PATH"])], *env_vars],
             "extras": {
