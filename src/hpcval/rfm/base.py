@@ -110,6 +110,10 @@ class _EnvironMpirun(JobLauncher):
 #: system; I/O checks write there instead of the stage directory when it is set.
 SHARED_FS_EXTRA = "shared_fs_dir"
 
+#: Written by :meth:`HpcvalTest.cleanup_cmds` in the stage directory.
+LEFTOVERS_FILE = "leftovers.txt"
+
+
 class HpcvalTest(rfm.RegressionTestPlugin):
     """Base mixin of hpcval checks: ``class x_check(HpcvalTest, rfm.RunOnlyRegressionTest)``."""
 
@@ -153,10 +157,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def _hpcval_record_stack(self) -> None:
         self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
         if self.spack_package:
-            entry = self.current_environ.extras.get("spack", {}).get(self.spack_package)
+            entry = self._spack_entry(self.spack_package)
             self.software_spec = str(entry["spec"]) if entry else ""
         else:
             self.software_spec = str(self.current_environ.extras.get("spec", ""))
+
+    def _spack_entry(self, package: str) -> dict[str, str] | None:
+        """Prefix and spec of the Spack-built *package* the environment offers."""
+        return self.current_environ.extras.get("spack", {}).get(package)
 
     def shared_fs_dir(self) -> str | None:
         """A directory for this test case's files on the partition's shared
@@ -172,8 +180,25 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def spack_prefix(self, package: str | None = None) -> str | None:
         """Install prefix of the Spack-built *package* (default: ``spack_package``)
         the programming environment offers, or ``None``."""
-        entry = self.current_environ.extras.get("spack", {}).get(package or self.spack_package)
+        entry = self._spack_entry(package or self.spack_package)
         return str(entry["prefix"]) if entry else None
+
+    def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
+        """Post-run commands of a check whose program writes files matching the
+        shell *pattern* in *output_dir*: list what the program left behind (it
+        should remove its own; see :meth:`leftovers`), remove it, and remove
+        *output_dir* itself where it is a per-test directory on a shared file
+        system rather than the stage directory."""
+        files = f"'{output_dir}'/{pattern}"
+        cmds = [f"ls -1d {files} 2>/dev/null > {LEFTOVERS_FILE} || true", f"rm -f {files}"]
+        if output_dir not in (".", str(self.stagedir)):
+            cmds.append(f"rmdir '{output_dir}' 2>/dev/null || true")
+        return cmds
+
+    def leftovers(self) -> list[str]:
+        """The files :meth:`cleanup_cmds` found left behind (and removed)."""
+        path = Path(self.stagedir) / LEFTOVERS_FILE
+        return path.read_text().split() if path.is_file() else []
 
     @run_before("run")
     def _hpcval_references(self) -> None:

@@ -169,16 +169,10 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
             "-O", "summaryFormat=JSON", "-O", f"summaryFile={SUMMARY_FILE}",
             *self.ior_options,
         ]
-        quoted = f"'{test_file}'"
-        self.prerun_cmds = [f"mkdir -p '{self.output_dir}'", f"rm -f {quoted}*"]
+        self.prerun_cmds = [f"mkdir -p '{self.output_dir}'", f"rm -f '{test_file}'*"]
         # IOR removes its files at the end of a good run; after a failed one
         # the check removes what is left, and counts it first (sanity).
-        self.postrun_cmds = [
-            f"ls -1d {quoted}* 2>/dev/null > ior-leftovers.txt || true",
-            f"rm -f {quoted}*",
-        ]
-        if self.output_dir != str(self.stagedir):
-            self.postrun_cmds.append(f"rmdir '{self.output_dir}' 2>/dev/null || true")
+        self.postrun_cmds = self.cleanup_cmds(self.output_dir, f"{TEST_FILE}*")
 
     def result(self) -> IorResult:
         path = Path(self.stagedir) / SUMMARY_FILE
@@ -216,8 +210,7 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
             raise SanityError(f"IOR ran {result.num_tasks} tasks, {self.num_tasks} asked for")
         if not result.reorder_tasks:
             raise SanityError("IOR ran without -C (reorderTasks): reads may come from cache")
-        leftovers = Path(self.stagedir) / "ior-leftovers.txt"
-        left = leftovers.read_text().split() if leftovers.exists() else []
+        left = self.leftovers()
         if left:
             raise SanityError(f"IOR left {len(left)} test file(s) behind (removed now): "
                               f"{', '.join(left[:3])}")
