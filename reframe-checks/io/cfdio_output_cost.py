@@ -26,9 +26,4 @@ class cfdio_output_cost_check(CfdioOutputCostBase):
 
     @run_after("setup")
     def set_ranks(self) -> None:
-        cpus = self.current_partition.processor.num_cpus
-        self.skip_if(bool(cpus) and self.ranks > cpus,
-                     f"{self.ranks} ranks exceed the partition's {cpus} CPUs")
-        self.skip_if(not cpus and self.ranks > 2,
-                     "partition CPU count unknown: running 1 and 2 ranks only")
-        self.num_tasks = self.ranks
+        self.use_tasks(self.ranks)

@@ -20,9 +20,4 @@ class cfdio_read_check(CfdioReadBase):
 
     @run_after("setup")
     def set_readers(self) -> None:
-        cpus = self.current_partition.processor.num_cpus
-        self.skip_if(bool(cpus) and self.readers > cpus,
-                     f"{self.readers} readers exceed the partition's {cpus} CPUs")
-        self.skip_if(not cpus and self.readers > 2,
-                     "partition CPU count unknown: running 1 and 2 readers only")
-        self.num_tasks = self.readers
+        self.use_tasks(self.readers, "readers")

@@ -6,6 +6,7 @@ its ``CFDIO`` result line; final checks in ``reframe-checks/`` say what to run.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -26,29 +27,6 @@ from hpcval.rfm.base import HpcvalTest
 _IMPI_ROOT = ('if [ -z "$I_MPI_ROOT" ] && [ -f "$(dirname "$(command -v mpicc)")/../include/'
               'mpi.h" ]; then export I_MPI_ROOT="$(dirname "$(dirname "$(command -v mpicc)")")";'
               ' fi')
-
-
-#: Result files the proxy left behind (listed by the job before it removes them).
-LEFTOVERS = "cfdio-leftovers.txt"
-
-
-def _leftovers_then_clean(output_dir: str, pattern: str) -> list[str]:
-    """Post-run commands: list files matching *pattern* left in *output_dir*
-    (the proxy removes its own; what remains means a failure), remove them and
-    a per-test directory on a shared file system."""
-    files = f"'{output_dir}'/{pattern}"
-    cmds = [f"ls -1d {files} 2>/dev/null > {LEFTOVERS} || true", f"rm -f {files}"]
-    if output_dir != ".":
-        cmds.append(f"rmdir '{output_dir}' 2>/dev/null || true")
-    return cmds
-
-
-def _assert_no_leftovers(stagedir: str) -> object:
-    from pathlib import Path
-
-    path = Path(stagedir) / LEFTOVERS
-    left = path.read_text().split() if path.is_file() else []
-    return sn.assert_false(left, msg=f"result files left behind: {' '.join(left)}")
 
 
 class CfdioBase(HpcvalTest, rfm.RegressionTest):
@@ -85,12 +63,19 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
             # the environment's MPI compiler wrapper (e.g. mpicc.openmpi)
             self.build_system.options = [f"MPICC={self.current_environ.cc or 'mpicc'}"]
 
+    def use_tasks(self, n: int, noun: str = "ranks") -> None:
+        """Run with *n* MPI ranks (*noun*: what they are, for the skip reason);
+        skipped above the partition's CPUs, and above 2 where those are unknown."""
+        cpus = self.current_partition.processor.num_cpus
+        self.skip_if(bool(cpus) and n > cpus, f"{n} {noun} exceed the partition's {cpus} CPUs")
+        self.skip_if(not cpus and n > 2,
+                     f"partition CPU count unknown: running 1 and 2 {noun} only")
+        self.num_tasks = n
+
     def result(self, name: str | None = None) -> dict:
         """The parsed CFDIO line of the job's stdout (or of file *name*); when
         there is none, the error says what the proxy reported on stderr (the
         path and errno of a failed write, e.g. a full disk)."""
-        from pathlib import Path
-
         from reframe.core.exceptions import SanityError
 
         from hpcval.errors import HpcvalError
@@ -106,7 +91,24 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
             raise SanityError(str(err)) from None
 
 
-class CfdioOutputCostBase(CfdioBase):
+class CfdioFilesBase(CfdioBase):
+    """A cfdio run that writes files: to a per-test directory on the partition's
+    shared file system (``extras.shared_fs_dir``) where it has one, else to the
+    stage directory; what the proxy leaves behind is removed and fails the check."""
+
+    #: Shell pattern of the files the proxy writes in ``output_dir``.
+    files = "cfdio_*"
+
+    @run_after("setup")
+    def set_output_dir(self) -> None:
+        self.output_dir = self.shared_fs_dir() or "."
+
+    def no_leftovers(self) -> object:
+        left = self.leftovers()
+        return sn.assert_false(left, msg=f"result files left behind: {' '.join(left)}")
+
+
+class CfdioOutputCostBase(CfdioFilesBase):
     """Runs the proxy without output (``baseline.out``) and with ``strategy``
     at ``num_tasks`` ranks in one job; reports output cost (with − without),
     output share of the run and write bandwidth."""
@@ -117,12 +119,7 @@ class CfdioOutputCostBase(CfdioBase):
     global_grid = (64, 64, 64)
     steps = 20
     every = 5
-
-    @run_after("setup")
-    def set_output_dir(self) -> None:
-        #: where the result files go: the partition's shared file system
-        #: (``extras.shared_fs_dir``, a per-test subdirectory) or the stage dir
-        self.output_dir = self.shared_fs_dir() or "."
+    files = "cfdio_step*"
 
     @run_before("run")
     def set_options(self) -> None:
@@ -137,7 +134,7 @@ class CfdioOutputCostBase(CfdioBase):
         self.prerun_cmds = [f"mkdir -p '{self.output_dir}'",
                             f"{launch} {self.cfdio} {' '.join(common)} --strategy none "
                             "> baseline.out"]
-        self.postrun_cmds = _leftovers_then_clean(self.output_dir, "cfdio_step*")
+        self.postrun_cmds = self.cleanup_cmds(self.output_dir, self.files)
 
     @sanity_function
     def validate(self) -> bool:
@@ -145,7 +142,7 @@ class CfdioOutputCostBase(CfdioBase):
         run = self.result()
         return sn.all([sn.assert_eq(base["checksum"], run["checksum"],
                                     msg="field checksum differs between runs: {0} != {1}"),
-                       _assert_no_leftovers(self.stagedir)])
+                       self.no_leftovers()])
 
     @performance_function("s")
     def output_cost(self) -> float:
@@ -222,7 +219,7 @@ class CfdioStencilBase(CfdioBase):
         return float(self.result()["stencil_fraction"])
 
 
-class CfdioReadBase(CfdioBase):
+class CfdioReadBase(CfdioFilesBase):
     """Post-processing read (seed 001): ``num_tasks`` readers each write a
     result file of ``read_mb`` MiB, drop it from the page cache, then all read
     back at once. Reports per-reader (slowest, fastest) and aggregate read
@@ -232,22 +229,18 @@ class CfdioReadBase(CfdioBase):
 
     #: MiB each reader writes and reads back.
     read_mb = variable(int, value=256)
-
-    @run_after("setup")
-    def set_output_dir(self) -> None:
-        self.output_dir = self.shared_fs_dir() or "."
+    files = "cfdio_read*"
 
     @run_before("run")
     def set_options(self) -> None:
         self.executable_opts = ["--mode", "read", "--read-mb", str(self.read_mb),
                                 "--dir", self.output_dir]
         self.prerun_cmds = [f"mkdir -p '{self.output_dir}'"]
-        self.postrun_cmds = _leftovers_then_clean(self.output_dir, "cfdio_read*")
+        self.postrun_cmds = self.cleanup_cmds(self.output_dir, self.files)
 
     @sanity_function
     def validate(self) -> bool:
-        return sn.all([sn.assert_eq(self.result()["verified"], 1),
-                       _assert_no_leftovers(self.stagedir)])
+        return sn.all([sn.assert_eq(self.result()["verified"], 1), self.no_leftovers()])
 
     @performance_function("MB/s")
     def aggregate_read_bw(self) -> float:
