@@ -24,7 +24,9 @@ CHECKS = ["-p", "impi", "-n", "cfdio_output_cost_check%strategy=mpiio%ranks=1$",
           "-n", "cfdio_output_cost_check%strategy=gather-to-root%ranks=1$",
           "-n", "cfdio_read_check%readers=1", "-n", "cfdio_read_check%readers=2",
           "-S", "cfdio_read_check.read_mb=8",
-          "-n", "cfdio_stencil_check", "-S", "cfdio_stencil_check.triad_n=1000000"]
+          # the triad at its default size: smaller arrays would run from cache and
+          # make the stencil's fraction of it meaningless
+          "-n", "cfdio_stencil_check"]
 
 
 def _cases(root: Path) -> list[dict]:
