@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -46,3 +46,27 @@ def checkout(tmp_path: Path) -> Path:
 @pytest.fixture
 def hpcval() -> HpcvalRunner:
     return run_hpcval
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """``tiny_fs(size)`` mounts a tmpfs of *size* (e.g. ``"64k"``) to force a full
+    disk and returns its directory; unmounted afterwards. Skips without root or
+    where a tmpfs cannot be mounted."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        if os.geteuid() != 0 or not shutil.which("mount"):
+            pytest.skip("mounting a tiny tmpfs to force a full disk needs root")
+        tiny = tmp_path / f"tiny{len(mounted)}"
+        tiny.mkdir()
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(tiny)],
+                           capture_output=True, text=True)
+        if m.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
+        mounted.append(tiny)
+        return tiny
+
+    yield mount
+    for tiny in mounted:
+        subprocess.run(["umount", str(tiny)], check=False)

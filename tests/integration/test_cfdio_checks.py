@@ -74,30 +74,16 @@ def test_result_files_go_to_the_shared_fs_and_are_removed(checkout: Path, tmp_pa
     assert list(shared.iterdir()) == []  # per-test directories removed, files too
 
 
-def test_full_shared_fs_fails_the_check_and_leaves_nothing(checkout: Path, tmp_path: Path,
+def test_full_shared_fs_fails_the_check_and_leaves_nothing(checkout: Path, tiny_fs,
                                                            hpcval: HpcvalRunner) -> None:
     """The output-cost check writing to a file system that fills up: the check fails
     naming the full disk, and no result file or directory is left on it."""
-    import os
-    import shutil
-    import subprocess
-
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a tiny tmpfs to force a full disk needs root")
-    tiny = tmp_path / "tiny"
-    tiny.mkdir()
-    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tiny)],
-                       capture_output=True, text=True)
-    if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
-    try:
-        _with_shared_fs(checkout, tiny)
-        proc = hpcval(checkout, "validate", "--site", "local", "--", "-p", "impi",
-                      "-n", "cfdio_output_cost_check%strategy=gather-to-root%ranks=1$")
-        assert proc.returncode == 1, proc.stdout[-3000:]
-        (case,) = _cases(checkout)
-        assert case["result"] == "fail"
-        assert "No space left on device" in case["fail_reason"], case["fail_reason"]
-        assert list(tiny.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(tiny)], check=False)
+    tiny = tiny_fs("1m")
+    _with_shared_fs(checkout, tiny)
+    proc = hpcval(checkout, "validate", "--site", "local", "--", "-p", "impi",
+                  "-n", "cfdio_output_cost_check%strategy=gather-to-root%ranks=1$")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    (case,) = _cases(checkout)
+    assert case["result"] == "fail"
+    assert "No space left on device" in case["fail_reason"], case["fail_reason"]
+    assert list(tiny.iterdir()) == []

@@ -93,25 +93,15 @@ def test_unwritable_directory_fails_cleanly(cfdio, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "none"])
-def test_full_disk_fails_and_leaves_nothing(cfdio, tmp_path: Path, strategy: str) -> None:
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a tiny tmpfs to force a full disk needs root")
-    tiny = tmp_path / "tiny"
-    tiny.mkdir()
-    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(tiny)],
-                       capture_output=True, text=True)
-    if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
-    try:
-        p = _run(cfdio, "--strategy", strategy, "--local", "32", "32", "32", "--steps", "1",
-                 "--every", "1", "--dir", str(tiny))
-        assert p.returncode != 0
-        assert "No space left on device" in p.stderr
-        assert str(tiny) in p.stderr
-        assert "CFDIO" not in p.stdout
-        assert list(tiny.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(tiny)], check=False)
+def test_full_disk_fails_and_leaves_nothing(cfdio, tiny_fs, strategy: str) -> None:
+    tiny = tiny_fs("64k")
+    p = _run(cfdio, "--strategy", strategy, "--local", "32", "32", "32", "--steps", "1",
+             "--every", "1", "--dir", str(tiny))
+    assert p.returncode != 0
+    assert "No space left on device" in p.stderr
+    assert str(tiny) in p.stderr
+    assert "CFDIO" not in p.stdout
+    assert list(tiny.iterdir()) == []
 
 
 def test_stencil_with_triad_reports_fraction(cfdio) -> None:
@@ -142,19 +132,9 @@ def test_read_mode_in_missing_directory_fails(cfdio, tmp_path: Path) -> None:
     assert "cannot create" in p.stderr and "CFDIO" not in p.stdout
 
 
-def test_read_mode_on_full_disk_fails_and_leaves_nothing(cfdio, tmp_path: Path) -> None:
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a tiny tmpfs to force a full disk needs root")
-    tiny = tmp_path / "tiny"
-    tiny.mkdir()
-    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tiny)],
-                       capture_output=True, text=True)
-    if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
-    try:
-        p = _run(cfdio, "--mode", "read", "--read-mb", "4", "--dir", str(tiny))
-        assert p.returncode != 0
-        assert "No space left on device" in p.stderr and str(tiny) in p.stderr
-        assert list(tiny.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(tiny)], check=False)
+def test_read_mode_on_full_disk_fails_and_leaves_nothing(cfdio, tiny_fs) -> None:
+    tiny = tiny_fs("1m")
+    p = _run(cfdio, "--mode", "read", "--read-mb", "4", "--dir", str(tiny))
+    assert p.returncode != 0
+    assert "No space left on device" in p.stderr and str(tiny) in p.stderr
+    assert list(tiny.iterdir()) == []
