@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except HpcvalError as err:
         print(f"hpcval: error: {err}", file=sys.stderr)
-        return 2
+        return err.exit_code
     except KeyboardInterrupt:
         print("hpcval: interrupted", file=sys.stderr)
         return 130

@@ -1,21 +1,50 @@
-"""Exceptions raised by hpcval.
+"""Exceptions raised by hpcval, and the exit codes they map to.
 
-Every error names the file and the field it is about, so that a person can fix
-the input without reading a traceback.
+Every error names the file and the key it is about and says what to do, so
+that a person can fix the input without reading a traceback. The command
+line (:func:`hpcval.cli.main`) prints one line per error and exits with the
+class's ``exit_code``:
+
+===  =====================================================================
+0    every check passed (and no figure regressed)
+1    a check failed or a figure regressed (:class:`CheckFailed`)
+2    wrong input, wherever it is found: site name, site config,
+     references, settings, command-line arguments (:class:`InputError`)
+3    an environment fault: disk full, read-only or unusable results
+     store, a lock held by someone else, a tool missing
+     (:class:`EnvironmentFault`)
+130  interrupted
+===  =====================================================================
 """
 
 from __future__ import annotations
 
+#: Exit codes of every hpcval command (documented in README.md).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INPUT = 2
+EXIT_ENVIRONMENT = 3
+EXIT_INTERRUPTED = 130
+
 
 class HpcvalError(Exception):
-    """Base class for all errors hpcval reports to a user."""
+    """Base class for all errors hpcval reports to a user (exit 2 unless a
+    subclass says otherwise)."""
+
+    exit_code = EXIT_INPUT
+
+
+class InputError(HpcvalError):
+    """Wrong input: a file, a key or an argument a person must fix."""
+
+    exit_code = EXIT_INPUT
 
 
 class ParseError(HpcvalError):
     """Benchmark output could not be parsed or reports a failure."""
 
 
-class ReferenceError_(HpcvalError):
+class ReferenceError_(InputError):
     """A references file is malformed or does not fit the checks."""
 
     def __init__(self, path: str, key: str, reason: str) -> None:
@@ -30,5 +59,26 @@ class ReferenceError_(HpcvalError):
 ReferencesError = ReferenceError_
 
 
-class SiteError(HpcvalError):
+class SiteError(InputError):
     """A site configuration is missing or malformed."""
+
+
+class CheckFailed(HpcvalError):
+    """A check failed or a figure regressed."""
+
+    exit_code = EXIT_FAILED
+
+
+class EnvironmentFault(HpcvalError):
+    """The machine, not the input, is at fault: disk full, read-only or
+    corrupt results store, a lock held by another run, a tool missing."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class StoreError(EnvironmentFault):
+    """The results store is unusable (corrupt, read-only, full)."""
+
+
+class LockTimeout(EnvironmentFault):
+    """A lock is held by another process for longer than we wait."""
