@@ -3,7 +3,8 @@
 Both are rendered from ReFrame's JSON run report (``var/<site>/reports/``),
 so a report can be made again at any time from stored results. Series a check
 recorded with :meth:`hpcval.rfm.HpcvalTest.record_series` (for example the
-whole IMB table) are plotted with the judged reference band.
+whole IMB table) are plotted with the judged reference band. Nothing here
+imports ReFrame, and matplotlib is imported only when a plot is drawn.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import base64
 import html
 import io
 import json
+import textwrap
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpcval.errors import HpcvalError
-from hpcval.rfm.base import SERIES_FILE
+from hpcval.series import load_samples, load_series
 
 
 @dataclass(frozen=True)
@@ -68,15 +71,17 @@ class CaseResult:
     def passed(self) -> bool:
         return self.result in ("pass", "xfail")
 
+    @property
+    def skipped(self) -> bool:
+        return self.result == "skip"
+
     def series(self) -> dict[str, Any]:
         """Series the check recorded, from its output or stage directory."""
-        for d in (self.outputdir, self.stagedir):
-            if d and (Path(d) / SERIES_FILE).is_file():
-                try:
-                    return json.loads((Path(d) / SERIES_FILE).read_text())
-                except (OSError, ValueError):
-                    return {}
-        return {}
+        return load_series(self.outputdir, self.stagedir)
+
+    def samples(self) -> dict[str, Any]:
+        """Samples of the judged figures, from its output or stage directory."""
+        return load_samples(self.outputdir, self.stagedir)
 
 
 @dataclass
@@ -89,7 +94,31 @@ class RunReport:
 
     @property
     def failures(self) -> list[CaseResult]:
-        return [c for c in self.cases if not c.passed and c.result != "skip"]
+        return [c for c in self.cases if not c.passed and not c.skipped]
+
+    @property
+    def skips(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.skipped]
+
+    def skip_reasons(self) -> list[tuple[str, int]]:
+        """Why cases were skipped: (reason, how many), most frequent first."""
+        counts = Counter(skip_reason(c) for c in self.skips)
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def headline(self) -> str:
+        """``24 passed, 0 failed, 12 skipped: PASS``."""
+        passed = sum(c.passed for c in self.cases)
+        failed = len(self.failures)
+        return (f"{passed} passed, {failed} failed, {len(self.skips)} skipped: "
+                f"{'FAIL' if failed else 'PASS'}")
+
+
+def skip_reason(case: CaseResult) -> str:
+    """A skip's reason, first line, without ReFrame's prefix."""
+    reason = (case.fail_reason or "no reason given").splitlines()[0]
+    for prefix in ("SkipTestError: ", "skipped: "):
+        reason = reason.removeprefix(prefix)
+    return reason.strip() or "no reason given"
 
 
 def load_run_report(path: str | Path) -> RunReport:
@@ -198,11 +227,9 @@ def verdict_table(report: RunReport) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
              for r in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [f"  {r[0]} ({r[1]}): {r[7]}" for r in rows if r[7]]
-    failed = len(report.failures)
-    summary = (f"{len(report.cases)} test case(s), {failed} failed"
-               + (f", {sum(c.result == 'skip' for c in report.cases)} skipped"
-                  if any(c.result == "skip" for c in report.cases) else ""))
+    failed_cases = {(c.display_name, f"{c.partition}+{c.environ}") for c in report.failures}
+    notes = [f"  {r[0]} ({r[1]}): {r[7]}" for r in rows
+             if r[7] and (r[0], r[1]) in failed_cases]
     out = "\n".join(lines) + "\n"
     if notes:
         out += "\nFailures:\n" + "\n".join(notes) + "\n"
@@ -211,7 +238,10 @@ def verdict_table(report: RunReport) -> str:
             if p.result == "fail":
                 out += (f"  {c.display_name} ({c.environ}): {p.variable} = {_fmt(p.value)} "
                         f"{p.unit} is outside {_bounds_text(p)} (reference {_fmt(p.reference)})\n")
-    return out + f"\n{summary}: {'FAIL' if failed else 'PASS'}\n"
+    skips = report.skip_reasons()
+    if skips:
+        out += "\nSkipped:\n" + "".join(f"  {n} x {reason}\n" for reason, n in skips)
+    return out + f"\n{report.headline()}\n"
 
 
 def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
@@ -227,8 +257,13 @@ def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
     if not columns:
         return None
     perf = {p.variable: p for p in case.perf}
-    fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 4), squeeze=False)
-    for ax, (label, col) in zip(axes[0], columns.items(), strict=True):
+    # at most two panels a row: a figure stays within a 1400-pixel window
+    ncols = min(2, len(columns))
+    nrows = -(-len(columns) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4 * nrows), squeeze=False)
+    for ax in axes.flat[len(columns):]:
+        ax.set_visible(False)
+    for ax, (label, col) in zip(axes.flat, columns.items(), strict=False):
         pts = [(x, y) for x, y in col.get("points", []) if x > 0 and y is not None and y > 0]
         if pts:
             xs, ys = zip(*pts, strict=True)
@@ -259,7 +294,8 @@ def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
         ax.set_ylabel(f"{label} [{col.get('unit', '')}]")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
-    fig.suptitle(f"{case.display_name} — {name} ({case.environ})", fontsize="medium")
+    title = f"{case.display_name} — {name} ({case.environ})"
+    fig.suptitle(textwrap.fill(title, 45 * ncols), fontsize="medium")
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
@@ -268,21 +304,24 @@ def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
 
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .6em}
-th{background:#f0f0f0;text-align:left}td.num{text-align:right;font-family:monospace}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1320px}
+table{border-collapse:collapse;font-size:.9em;max-width:100%}
+td,th{border:1px solid #ccc;padding:.25em .6em;overflow-wrap:anywhere}
+th{background:#f0f0f0;text-align:left;white-space:nowrap;overflow-wrap:normal}td.num{text-align:right;font-family:monospace}
 .PASS{color:#176a1d;font-weight:bold}.FAIL,.ERROR{color:#b00020;font-weight:bold}
 .banner{font-size:1.3em;padding:.4em .8em;display:inline-block;border-radius:4px}
 .banner.PASS{background:#e3f4e4}.banner.FAIL{background:#fbe3e6}
-pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap}
+pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}
+.plots{display:flex;flex-wrap:wrap;gap:1em}
+figure{margin:0;max-width:100%}figure img{max-width:100%;height:auto}
+figcaption{font-size:.85em;max-width:640px}
 """
 
 
 def render_html(report: RunReport, extra_sections: list[str] | None = None) -> str:
     """A self-contained HTML page: session facts, verdict, plots, failures."""
     s = report.session
-    failed = len(report.failures)
-    verdict = "FAIL" if failed else "PASS"
+    verdict = "FAIL" if report.failures else "PASS"
     esc = html.escape
     facts = [
         ("host", s.get("hostname")), ("started", s.get("time_start")),
@@ -295,8 +334,7 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None) -> s
         f"<title>hpcval report {esc(str(s.get('time_start', '')))}</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>hpcval validation report</h1>",
-        f"<p class='banner {verdict}'>{verdict}: {len(report.cases)} test case(s), "
-        f"{failed} failed</p>",
+        f"<p class='banner {verdict}'>{esc(report.headline())}</p>",
         "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>"
                             for k, v in facts if v) + "</table>",
         "<h2>Verdict</h2><table><tr>"
@@ -320,8 +358,13 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None) -> s
                              "figures; shaded: reference band; sizes of 0 B are judged but "
                              "not drawn on the log axis.</figcaption></figure>")
     if plots:
-        parts.append("<h2>Measured series</h2>" + "".join(plots))
-    fails = [c for c in report.cases if c.fail_reason]
+        parts.append("<h2>Measured series</h2><div class='plots'>" + "".join(plots) + "</div>")
+    skips = report.skip_reasons()
+    if skips:
+        parts.append("<h2>Skipped</h2><table><tr><th>cases</th><th>reason</th></tr>"
+                     + "".join(f"<tr><td class='num'>{n}</td><td>{esc(reason)}</td></tr>"
+                               for reason, n in skips) + "</table>")
+    fails = [c for c in report.failures if c.fail_reason]
     if fails:
         parts.append("<h2>Failures</h2>")
         for c in fails:
