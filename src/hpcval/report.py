@@ -4,21 +4,19 @@ Both are rendered from ReFrame's JSON run report (``var/<site>/reports/``),
 so a report can be made again at any time from stored results. Series a check
 recorded with :meth:`hpcval.rfm.HpcvalTest.record_series` (for example the
 whole IMB table) are plotted with the judged reference band. Nothing here
-imports ReFrame, and matplotlib is imported only when a plot is drawn.
+imports ReFrame or matplotlib: plots are inline SVG (:mod:`hpcval.svgplot`).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
-import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcval import svgplot
 from hpcval.errors import HpcvalError
 from hpcval.series import load_samples, load_series
 
@@ -244,63 +242,27 @@ def verdict_table(report: RunReport) -> str:
     return out + f"\n{report.headline()}\n"
 
 
-def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
-    """One figure per recorded series (log-log, one panel per column), with
-    each judged point's reference band; returned as an inline PNG data URI."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = spec.get("columns", {})
-    judged = spec.get("judged", {})
-    if not columns:
-        return None
+def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> list[str]:
+    """One log-log SVG panel per column of a recorded series, with each judged
+    point and its reference band."""
     perf = {p.variable: p for p in case.perf}
-    # at most two panels a row: a figure stays within a 1400-pixel window
-    ncols = min(2, len(columns))
-    nrows = -(-len(columns) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4 * nrows), squeeze=False)
-    for ax in axes.flat[len(columns):]:
-        ax.set_visible(False)
-    for ax, (label, col) in zip(axes.flat, columns.items(), strict=False):
-        pts = [(x, y) for x, y in col.get("points", []) if x > 0 and y is not None and y > 0]
-        if pts:
-            xs, ys = zip(*pts, strict=True)
-            ax.plot(xs, ys, marker="o", markersize=3, label="measured")
-        band_x, band_lo, band_hi = [], [], []
-        for var, where in judged.items():
+    panels = []
+    for label, col in spec.get("columns", {}).items():
+        judged = []
+        for var, where in spec.get("judged", {}).items():
             p = perf.get(var)
-            if p is None or where.get("column") != label or where.get("x", 0) <= 0:
+            if p is None or where.get("column") != label:
                 continue
             lo, hi = p.bounds()
-            ymin, ymax = ax.get_ylim() if pts else (1e-3, 1e6)
-            band_x.append(where["x"])
-            band_lo.append(lo if lo is not None and lo > 0 else ymin / 10)
-            band_hi.append(hi if hi is not None else ymax * 10)
-            colour = "tab:red" if p.result == "fail" else "tab:green"
-            ax.vlines(where["x"], band_lo[-1], band_hi[-1], color="tab:green", alpha=0.5)
-            ax.plot([where["x"]], [p.value], marker="D", color=colour, zorder=5)
-        if band_x:
-            order = sorted(range(len(band_x)), key=band_x.__getitem__)
-            ax.fill_between([band_x[i] for i in order], [band_lo[i] for i in order],
-                            [band_hi[i] for i in order], color="tab:green", alpha=0.15,
-                            step="mid", label="reference band")
-            if pts:
-                ax.set_ylim(min(ys) / 3, max(ys) * 3)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel(f"{spec.get('x_label', 'x')} [{spec.get('x_unit', '')}]")
-        ax.set_ylabel(f"{label} [{col.get('unit', '')}]")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-    title = f"{case.display_name} — {name} ({case.environ})"
-    fig.suptitle(textwrap.fill(title, 45 * ncols), fontsize="medium")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+            judged.append(svgplot.Judged(float(where.get("x", 0)), p.value, lo, hi,
+                                         p.result != "fail"))
+        svg = svgplot.panel(f"{name}: {label}",
+                            f"{spec.get('x_label', 'x')} [{spec.get('x_unit', '')}]",
+                            f"{label} [{col.get('unit', '')}]",
+                            [(float(x), y) for x, y in col.get("points", [])], judged)
+        if svg:
+            panels.append(svg)
+    return panels
 
 
 _CSS = """
@@ -313,7 +275,7 @@ th{background:#f0f0f0;text-align:left;white-space:nowrap;overflow-wrap:normal}td
 .banner.PASS{background:#e3f4e4}.banner.FAIL{background:#fbe3e6}
 pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}
 .plots{display:flex;flex-wrap:wrap;gap:1em}
-figure{margin:0;max-width:100%}figure img{max-width:100%;height:auto}
+figure{margin:0 0 1.5em 0;max-width:100%}svg{max-width:100%;height:auto}
 figcaption{font-size:.85em;max-width:640px}
 """
 
@@ -350,15 +312,15 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None) -> s
     plots = []
     for case in sorted(report.cases, key=lambda c: (c.display_name, c.environ)):
         for name, spec in case.series().items():
-            uri = _plot_case(case, name, spec)
-            if uri:
-                plots.append(f"<figure><img src='{uri}' alt='{esc(name)}'><figcaption>"
+            panels = _plot_case(case, name, spec)
+            if panels:
+                plots.append(f"<figure><div class='plots'>{''.join(panels)}</div><figcaption>"
                              f"{esc(case.display_name)} on {esc(case.partition)}+"
                              f"{esc(case.environ)} ({esc(case.mpi_stack)}). Diamonds: judged "
-                             "figures; shaded: reference band; sizes of 0 B are judged but "
-                             "not drawn on the log axis.</figcaption></figure>")
+                             "figures (red: failed); shaded: reference band; sizes of 0 B are "
+                             "judged but not drawn on the log axis.</figcaption></figure>")
     if plots:
-        parts.append("<h2>Measured series</h2><div class='plots'>" + "".join(plots) + "</div>")
+        parts.append("<h2>Measured series</h2>" + "".join(plots))
     skips = report.skip_reasons()
     if skips:
         parts.append("<h2>Skipped</h2><table><tr><th>cases</th><th>reason</th></tr>"

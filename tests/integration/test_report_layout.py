@@ -63,7 +63,7 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_report_fits_a_1400_pixel_window(tmp_path: Path) -> None:
     html = write_html(load_run_report(_report(tmp_path)), tmp_path / "report.html")
-    assert html.read_text().count("<img") == 3
+    assert html.read_text().count("<svg") == 9  # 3 cases x 3 columns
     probe = tmp_path / "probe.html"
     probe.write_text(html.read_text().replace(
         "</body>", "<script>document.title = 'scrollWidth=' + "

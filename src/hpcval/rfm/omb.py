@@ -92,7 +92,8 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     validation = variable(bool, value=False, loggable=True)
 
     #: Print tail percentiles (``-z``, OMB >= 7.3): P50/P90/P99 columns,
-    #: stored with the run (seed 004: the spread, not only the mean).
+    #: stored with the run ("The Performance of Remote Memory Access over InfiniBand": the spread,
+    #: not only the mean).
     #:
     #: :type: :class:`bool`
     tail_latencies = variable(bool, value=False, loggable=True)
