@@ -100,8 +100,16 @@ def test_reading_reports_imports_neither_reframe_nor_matplotlib(tmp_path):
     import sys
 
     path = run_report(tmp_path, [case("x_check", "pass")])
-    code = ("import sys; from hpcval.report import load_run_report, verdict_table; "
-            f"verdict_table(load_run_report({str(path)!r})); "
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "hpcval-series.json").write_text(json.dumps({"s": {
+        "x_label": "size", "x_unit": "B", "judged": {},
+        "columns": {"bw": {"unit": "MB/s", "points": [[1, 2.0], [2, 3.0]]}}}}))
+    data = json.loads(path.read_text())
+    data["runs"][0]["testcases"][0]["outputdir"] = str(tmp_path / "out")
+    path.write_text(json.dumps(data))
+    code = ("import sys; from hpcval.report import load_run_report, verdict_table, render_html; "
+            f"r = load_run_report({str(path)!r}); verdict_table(r); "
+            "assert '<polyline' in render_html(r); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('reframe', 'matplotlib')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

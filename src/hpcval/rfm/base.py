@@ -93,7 +93,10 @@ def _attribute(test: Any, name: str) -> Any:
     if name == "$environ":
         return test.current_environ.name
     if name.startswith("$processor."):
-        return getattr(test.current_partition.processor, name.split(".", 1)[1])
+        attr = name.split(".", 1)[1]
+        value = getattr(test.current_partition.processor, attr)
+        # what ReFrame left unknown, hpcval's detected topology may know
+        return value if value is not None else getattr(test.topology(), attr, None)
     return getattr(test, name)
 
 
