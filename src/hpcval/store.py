@@ -189,14 +189,14 @@ def records_from_report(report: Any, run_id: str, site: str,
 
 
 def verdicts_path(report: Path) -> Path:
-    """Where the verdicts and acceptance of a run are kept beside its report."""
-    return report.with_name(report.stem + ".verdicts.json")
+    """Where the verdicts and acceptance of a run are kept:
+    ``var/<site>/verdicts/<run id>.json`` beside ``reports/``."""
+    return report.parent.parent / "verdicts" / (report.stem.removeprefix("run-report-") + ".json")
 
 
 def run_reports(reports_dir: Path) -> list[Path]:
     """The run reports in a results store, oldest first."""
-    return sorted(p for p in reports_dir.glob("run-report-*.json")
-                  if not p.name.endswith(".verdicts.json"))
+    return sorted(reports_dir.glob("run-report-*.json"))
 
 
 def _saved_verdicts(report: Path) -> dict[str, Any]:

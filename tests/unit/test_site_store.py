@@ -174,6 +174,6 @@ def test_band_is_one_sided_on_the_worse_side():
 
 def test_verdict_file_shape_is_json(tmp_path):
     # the verdicts kept beside a report are plain JSON a script can read
-    path = tmp_path / "run-report-x.verdicts.json"
+    path = tmp_path / "verdicts" / "x.json"
     atomic_write(path, json.dumps({"result": "pass", "accepted": True, "verdicts": []}))
     assert json.loads(path.read_text())["accepted"] is True
