@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from hpcval import references as refs
 from hpcval.errors import (
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
+    EXIT_INPUT,
     EXIT_OK,
     EnvironmentFault,
     InputError,
@@ -127,10 +129,16 @@ class _Console:
     """Forwards ReFrame's output line by line; a Python traceback is kept in
     the run's log and shown as one line naming its exception."""
 
-    def __init__(self, out: IO[str], log: IO[str] | None, log_path: Path) -> None:
-        self.out, self.log, self.log_path = out, log, log_path
+    def __init__(self, out: IO[str], log: IO[str] | None, log_path: Path,
+                 config: Path | None = None) -> None:
+        self.out, self.log, self.log_path, self.config = out, log, log_path, config
         self.in_traceback = False
         self.summaries: list[str] = []
+        #: ReFrame's own ``ERROR:`` lines, without colour codes
+        self.errors: list[str] = []
+        #: a traceback passed through the site config (it raised while being read)
+        self.config_raised = False
+        self.returncode = 0
 
     def line(self, text: str) -> None:
         if self.log is not None:
@@ -143,6 +151,8 @@ class _Console:
             return
         if self.in_traceback:
             if text.startswith((" ", "\t")) or not text.strip():
+                if self.config is not None and f'File "{self.config}"' in text:
+                    self.config_raised = True
                 return
             self.in_traceback = False
             summary = text.strip()
@@ -150,21 +160,31 @@ class _Console:
             print(f"reframe raised: {summary} (traceback in {self.log_path})", file=self.out,
                   flush=True)
             return
+        plain = _ANSI.sub("", text).strip()
+        if plain.startswith("ERROR:"):
+            self.errors.append(plain.removeprefix("ERROR:").strip())
         self.out.write(text)
         self.out.flush()
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+#: ReFrame's errors that mean the site config is wrong (exit 2, not 1).
+_CONFIG_ERRORS = ("failed to load configuration", "failed to initialize runtime",
+                  "could not find a configuration entry", "configuration error")
+
+
 def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
-                log_path: Path) -> tuple[int, list[str]]:
-    """Run ReFrame, streaming its output; return its exit code and the
-    exceptions of any tracebacks it printed."""
+                log_path: Path, config: Path | None = None) -> _Console:
+    """Run ReFrame, streaming its output; returns what the console saw, with
+    ReFrame's exit code as ``returncode``."""
     log: IO[str] | None
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "w")  # noqa: SIM115 - closed below
     except OSError:
         log = None
-    console = _Console(out, log, log_path)
+    console = _Console(out, log, log_path, config)
     try:
         with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, errors="replace",
@@ -179,7 +199,8 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
         if log is not None:
             with contextlib.suppress(OSError):
                 log.close()
-    return rc, console.summaries
+    console.returncode = rc
+    return console
 
 
 def validate(site_name: str, reframe_args: list[str] | None = None,
@@ -208,21 +229,33 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
                    log=lambda m: print(m, file=sys.stderr, flush=True)):
         print(f"hpcval: run {run_id} on site {site.name}", file=out)
         print("+ " + " ".join(cmd), file=out, flush=True)
-        rc, raised = run_reframe(cmd, env, site.root, out, site.var / "logs" / f"{run_id}.out")
-        return _conclude(site, run_id, report_path, rc, raised, record, out)
+        console = run_reframe(cmd, env, site.root, out, site.var / "logs" / f"{run_id}.out",
+                              site.config)
+        return _conclude(site, run_id, report_path, console, record, out)
 
 
-def _conclude(site: Site, run_id: str, report_path: Path, rc: int, raised: list[str],
+def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
               record: bool, out: IO[str]) -> Outcome:
     from hpcval import verdicts
 
+    rc = console.returncode
     if not report_path.is_file() or report_path.stat().st_size == 0:
         free = shutil.disk_usage(site.var).free if site.var.exists() else 0
-        why = (f"disk full on {site.var} ({free >> 20} MiB free)" if free < MIN_FREE_BYTES
-               else (raised[-1] if raised else f"see {site.var / 'logs' / f'{run_id}.out'}"))
-        print(f"hpcval: error: ReFrame exited with {rc} and wrote no run report "
-              f"({report_path}): {why}", file=sys.stderr)
-        code = EXIT_ENVIRONMENT if free < MIN_FREE_BYTES else (2 if rc == 2 else EXIT_FAILED)
+        log = site.var / "logs" / f"{run_id}.out"
+        config_error = next((e for e in console.errors
+                             if any(k in e for k in _CONFIG_ERRORS)), None)
+        if free < MIN_FREE_BYTES:
+            code, why = EXIT_ENVIRONMENT, f"disk full on {site.var} ({free >> 20} MiB free)"
+        elif config_error or console.config_raised:
+            code = EXIT_INPUT
+            why = (f"{site.config}: ReFrame cannot use the site config: "
+                   f"{config_error or console.summaries[-1]}; fix the file (traceback, if "
+                   f"any, in {log})")
+        else:
+            code = EXIT_FAILED
+            why = (console.summaries or console.errors or [f"see {log}"])[-1]
+        print(f"hpcval: error: ReFrame exited with {rc} and wrote no run report: {why}",
+              file=sys.stderr)
         return Outcome(code, None, None, rc, run_id)
     report = load_run_report(report_path)
     if not report.cases:
