@@ -156,8 +156,20 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     except HpcvalError as err:
         judged.store_error = err
     judged.text = verdict_text(judged.verdicts)
-    judged.html_sections = [verdict_html(judged.verdicts)]
+    judged.html_sections = [verdict_html(judged.verdicts), _moved_html(store, judged.verdicts)]
     return judged
+
+
+def _moved_html(store: Store, verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+    """History plots of the figures whose verdict is not quiet (plotting every
+    figure is ``hpcval trend``'s job: it costs seconds)."""
+    from hpcval import trend
+
+    moved = [(k, v) for k, v, o, _ in verdicts if o not in QUIET]
+    if not moved:
+        return ""
+    points = [p for k, v in moved for p in store.history(case=k, variable=v)]
+    return trend.html_section(trend.build(points), "History of the figures that moved")
 
 
 def stored(site: Site, run_id: str, report: RunReport) -> Judged:
