@@ -63,6 +63,11 @@ CREATE INDEX IF NOT EXISTS figures_by_series ON figures(case_key, variable);
 """
 
 
+#: Runs in the order they ran: their start time, then the order they were stored
+#: (two run ids made in the same second do not sort by time).
+_RUN_ORDER = "COALESCE(started, 0), rowid"
+
+
 def case_key(display_name: str, system: str, partition: str, environ: str) -> str:
     """The identity of a test case across runs: check with its parameters,
     where it ran, and with which programming environment."""
@@ -319,7 +324,7 @@ class Store:
     def runs(self) -> list[dict[str, Any]]:
         with self.connect() as conn:
             conn.row_factory = sqlite3.Row
-            return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY run_id")]
+            return [dict(r) for r in conn.execute(f"SELECT * FROM runs ORDER BY {_RUN_ORDER}")]
 
     def history(self, check: str | None = None, variable: str | None = None,
                 case: str | None = None, before: str | None = None) -> list[HistoryPoint]:
@@ -331,12 +336,14 @@ class Store:
                  "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
         args: list[Any] = []
         for clause, value in (("c.check_name=?", check), ("f.variable=?", variable),
-                              ("f.case_key=?", case), ("f.run_id<?", before)):
+                              ("f.case_key=?", case),
+                              ("r.rowid<(SELECT rowid FROM runs WHERE run_id=?)", before)):
             if value is not None:
                 query += f" AND {clause}"
                 args.append(value)
         with self.connect() as conn:
-            rows = conn.execute(query + " ORDER BY f.run_id", args).fetchall()
+            rows = conn.execute(query + " ORDER BY " + _RUN_ORDER.replace("started", "r.started")
+                                .replace("rowid", "r.rowid"), args).fetchall()
         return [HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
                              r[7], _finite(json.loads(r[8])), r[9], r[10]) for r in rows]
 
@@ -367,14 +374,17 @@ class Store:
                 raise os_fault(self.path, err, "moving the broken store aside") from None
         skipped: list[str] = []
         count = 0
+        loaded = []
+        for path in sorted(reports):
+            try:
+                loaded.append((path, load_run_report(path)))
+            except HpcvalError as err:
+                skipped.append(str(err))
+        # stored in the order the runs ran, as they were when first stored
+        loaded.sort(key=lambda pr: (pr[1].session.get("time_start_unix") or 0, pr[0].name))
         with self.connect(write=True) as conn:
-            for path in sorted(reports):
+            for path, report in loaded:
                 run_id = path.stem.removeprefix("run-report-")
-                try:
-                    report = load_run_report(path)
-                except HpcvalError as err:
-                    skipped.append(str(err))
-                    continue
                 run = records_from_report(report, run_id, site)
                 saved = _saved_verdicts(path)
                 if saved:
