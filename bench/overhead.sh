@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What hpcval costs on top of ReFrame, and ReFrame on top of the bare benchmark.
 #
-#   bench/overhead.sh [RUNS]        (default 5 runs of each mode and size)
+#   bench/overhead.sh [RUNS [RUNS20]]   (default 5 rounds for 2 cases, 3 for 20)
 #
 # The same IMB PingPong test cases (imb_pingpong_check, warm and cold, 5 runs of
 # IMB each, -S repetitions=10) three ways, for 2 and 20 cases (20 = --repeat 10):
@@ -10,7 +10,7 @@
 #   reframe  reframe -C site-configs/local/config.py -c reframe-checks -r ...
 #   hpcval   hpcval validate --site local -- ...
 # Modes alternate within a round so that load from other users hits all three
-# alike; each figure is the median over RUNS rounds. Then it times the parts of
+# alike; each figure is the median over the rounds. Then it times the parts of
 # `hpcval validate` outside ReFrame. Results go to a temporary store (HPCVAL_VAR),
 # never to the checkout's var/.
 set -euo pipefail
@@ -19,6 +19,7 @@ set -euo pipefail
 ROOT=${OVERHEAD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=$ROOT/.venv/bin
 RUNS=${1:-5}
+RUNS20=${2:-3}
 WORK=$(mktemp -d /tmp/hpcval-overhead.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 export HPCVAL_ROOT=$ROOT HPCVAL_VAR=$WORK/var HPCVAL_SPACK=0
@@ -62,7 +63,9 @@ for cases in 2 20; do
     rm -rf "$HPCVAL_VAR/local/stage"
     [ "$n" -eq "$cases" ] || { echo "dry run wrote $n job scripts, $cases expected" >&2; exit 3; }
     b=() r=() h=()
-    for _ in $(seq "$RUNS"); do
+    rounds=$RUNS
+    [ "$cases" -gt 2 ] && rounds=$RUNS20
+    for _ in $(seq "$rounds"); do
         b+=("$(seconds bare "$cases")")
         r+=("$(seconds "$BIN/reframe" -C site-configs/local/config.py -c reframe-checks \
                  "${SELECT[@]}" "${repeat[@]}" -r)")

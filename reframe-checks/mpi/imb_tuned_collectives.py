@@ -11,7 +11,6 @@ rank count; a malformed file fails. Logic: :mod:`hpcval.tuning`,
 :class:`hpcval.rfm.imb.ImbLabelledRunsBase`.
 """
 
-from pathlib import Path
 
 import reframe as rfm
 from reframe.core.builtins import run_after, sanity_function, variable
@@ -21,6 +20,7 @@ from hpcval import tuning
 from hpcval.errors import SiteError
 from hpcval.figures import Figure
 from hpcval.rfm.imb import ImbLabelledRunsBase
+from hpcval.site import Site
 
 
 @rfm.simple_test
@@ -38,8 +38,7 @@ class imb_tuned_collectives_check(ImbLabelledRunsBase):
 
     @run_after("setup")
     def load_tuned_setting(self):
-        path = Path(self.current_partition.extras.get("references", "")).parent / \
-            tuning.TUNING_FILE
+        path = Site.of_test(self).tuning
         try:
             entry = tuning.load_tuning(path).get(self.collective) if path.exists() else None
         except SiteError as err:

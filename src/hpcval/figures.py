@@ -26,13 +26,22 @@ LOWER_IS_BETTER_WORDS = frozenset({"cost", "share", "resident", "overhead", "tim
 BETTER = ("higher", "lower")
 
 
-def better(name: str, unit: str) -> str:
-    """``"lower"`` for times, latencies, costs and shares, ``"higher"`` for
-    bandwidths, rates and fractions (from the figure's name and unit)."""
+def better(name: str, unit: str | None) -> str:
+    """``"lower"`` for times, latencies, costs, shares and spreads, ``"higher"``
+    for bandwidths, rates and fractions (from the figure's name and unit)."""
     words = set(re.split(r"[^a-z]+", name.lower()))
-    if unit.strip().lower() in LOWER_IS_BETTER_UNITS or words & LOWER_IS_BETTER_WORDS:
+    if (unit or "").strip().lower() in LOWER_IS_BETTER_UNITS or words & LOWER_IS_BETTER_WORDS:
         return "lower"
     return "higher"
+
+
+def lower_is_better(name: str, unit: str | None) -> bool:
+    """True where a smaller number of figure ``name`` is better (:func:`better`)."""
+    return better(name, unit) == "lower"
+
+
+#: The name the results store and judging use for :func:`better`.
+better_direction = better
 
 
 @dataclass(frozen=True)

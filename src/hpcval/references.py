@@ -206,6 +206,14 @@ def load_references(path: str | Path, known_checks: Iterable[str] | None = None)
         raise ReferencesError(spath, "", "references file not found") from None
     except OSError as err:
         raise ReferencesError(spath, "", f"cannot read: {err.strerror}") from None
+    return load_references_text(text, path, known_checks)
+
+
+def load_references_text(text: str, path: str | Path,
+                         known_checks: Iterable[str] | None = None) -> ReferencesFile:
+    """Validate references given as YAML text (``path`` names them in errors)."""
+    path = Path(path)
+    spath = str(path)
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -378,13 +386,19 @@ def _case_key(case: Any, attr: str) -> Any:
     return raw[attr]
 
 
-def _captured(value: float, tolerance: float, old: Reference | None, unit: str) -> list[Any]:
-    lower: float | None = -tolerance
-    upper: float | None = tolerance
+def _captured(value: float, tolerance: float, old: Reference | None, unit: str,
+              name: str = "") -> list[Any]:
+    """``[value, lower, upper, unit]``: bounded on the worse side only (a
+    faster run never fails), unless the old reference bounded a side."""
+    from hpcval.figures import lower_is_better
+
+    worse_is_up = lower_is_better(name, unit)
+    lower: float | None = None if worse_is_up else -tolerance
+    upper: float | None = tolerance if worse_is_up else None
     if old is not None:
-        # Keep a side the site left unbounded on purpose.
-        lower = None if old.lower is None else lower
-        upper = None if old.upper is None else upper
+        # Keep a side the site bounded, or left unbounded, on purpose.
+        lower = None if old.lower is None else -tolerance
+        upper = None if old.upper is None else tolerance
     return [float(f"{value:.6g}"), lower, upper, unit]
 
 
@@ -430,7 +444,12 @@ def capture(report: Any, tolerance: float, existing: ReferencesFile | None) -> d
         for p in case.perf:
             if p.value is None:
                 continue
-            node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit)
+            if not math.isfinite(p.value):
+                raise ReferencesError("", f"{name}.{p.variable}",
+                                      f"measured {p.value}: not a number a reference can be "
+                                      "taken from; fix the run first")
+            node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit,
+                                         p.variable)
     return out
 
 
