@@ -430,6 +430,11 @@ def capture(report: Any, tolerance: float, existing: ReferencesFile | None) -> d
         for p in case.perf:
             if p.value is None:
                 continue
+            if not _is_number(p.value):
+                raise ReferencesError(
+                    "", f"{case.display_name}.{p.variable}",
+                    f"measured {p.value!r} {p.unit}: not a finite figure, "
+                    "never a reference; capture from another run")
             node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit)
     return out
 

@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def verdict_rows(report: RunReport) -> list[list[str]]:
     rows = []
     for c in sorted(report.cases, key=lambda c: (c.display_name, c.environ)):
         where = f"{c.partition}+{c.environ}"
-        if not c.perf:
+        if not c.perf or (not c.passed and all(p.value is None for p in c.perf)):
             reason = (c.fail_reason or "").splitlines()[0] if c.fail_reason else ""
             detail = f"{c.fail_phase}: {reason}" if c.fail_phase else reason
             rows.append([c.display_name, where, "-", "-", "-", "-", c.result.upper(), detail])
@@ -214,6 +215,12 @@ def verdict_table(report: RunReport) -> str:
     return out + f"\n{summary}: {'FAIL' if failed else 'PASS'}\n"
 
 
+def _drawable(value: object) -> bool:
+    """A positive finite number, which a log axis can show (inf, NaN, 0 and
+    negative figures are reported in the table, not drawn)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
 def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
     """One figure per recorded series (log-log, one panel per column), with
     each judged point's reference band; returned as an inline PNG data URI."""
@@ -229,7 +236,8 @@ def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
     perf = {p.variable: p for p in case.perf}
     fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 4), squeeze=False)
     for ax, (label, col) in zip(axes[0], columns.items(), strict=True):
-        pts = [(x, y) for x, y in col.get("points", []) if x > 0 and y is not None and y > 0]
+        pts = [(x, y) for x, y in col.get("points", [])
+               if _drawable(x) and _drawable(y)]
         if pts:
             xs, ys = zip(*pts, strict=True)
             ax.plot(xs, ys, marker="o", markersize=3, label="measured")
@@ -245,7 +253,8 @@ def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
             band_hi.append(hi if hi is not None else ymax * 10)
             colour = "tab:red" if p.result == "fail" else "tab:green"
             ax.vlines(where["x"], band_lo[-1], band_hi[-1], color="tab:green", alpha=0.5)
-            ax.plot([where["x"]], [p.value], marker="D", color=colour, zorder=5)
+            if _drawable(p.value):
+                ax.plot([where["x"]], [p.value], marker="D", color=colour, zorder=5)
         if band_x:
             order = sorted(range(len(band_x)), key=band_x.__getitem__)
             ax.fill_between([band_x[i] for i in order], [band_lo[i] for i in order],
