@@ -52,10 +52,7 @@ def site_config(site: str, root: Path | None = None) -> Path:
 def check_site_references(site: str, root: Path | None = None) -> refs.ReferencesFile:
     """Validate a site's references file against the checks in the tree."""
     root = root or project_root()
-    return refs.load_references(
-        site_dir(site, root) / refs.REFERENCES_FILE,
-        known_checks=refs.check_names_in(root / "reframe-checks"),
-    )
+    return refs.check_site_files(site_dir(site, root), root / "reframe-checks")
 
 
 def latest_report(site: str, root: Path | None = None) -> Path:

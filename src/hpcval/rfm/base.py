@@ -232,6 +232,13 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             return
         self._hpcval_refs = self._hpcval_resolve_references()
         self.reference = {"*": {v: r.as_reframe() for v, r in self._hpcval_refs.items()}}
+        # variables and units are known now: a mismatch fails before the benchmark runs
+        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
+        try:
+            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
+                                 self._hpcval_entry_name)
+        except HpcvalError as err:
+            raise ReferencesFailure(str(err)) from None
 
     @run_before("run")
     def _hpcval_launcher(self) -> None:
