@@ -11,7 +11,6 @@ rank count; a malformed file fails. Logic: :mod:`hpcval.tuning`,
 """
 
 import statistics
-from pathlib import Path
 
 import reframe as rfm
 from reframe.core.builtins import performance_function, run_after, sanity_function, variable
@@ -20,6 +19,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from hpcval import tuning
 from hpcval.errors import SiteError
 from hpcval.rfm.imb import ImbLabelledRunsBase
+from hpcval.site import Site
 
 
 @rfm.simple_test
@@ -41,8 +41,7 @@ class imb_tuned_collectives_check(ImbLabelledRunsBase):
 
     @run_after("setup")
     def load_tuned_setting(self):
-        path = Path(self.current_partition.extras.get("references", "")).parent / \
-            tuning.TUNING_FILE
+        path = Site.of_test(self).tuning
         try:
             entry = tuning.load_tuning(path).get(self.collective) if path.exists() else None
         except SiteError as err:

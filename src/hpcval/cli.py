@@ -12,7 +12,8 @@ import pkgutil
 import sys
 
 from hpcval import __version__, commands
-from hpcval.errors import HpcvalError
+from hpcval.errors import EXIT_INTERRUPTED, HpcvalError
+from hpcval.fileio import os_fault
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,11 +42,16 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print("hpcval: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # output piped into e.g. `head`, which stopped reading: not an error
         sys.stderr.close()
         return 0
+    except OSError as err:
+        # a file system fault no command foresaw: one line naming the path
+        fault = os_fault(err.filename or "?", err, f"running `hpcval {args.command}`")
+        print(f"hpcval: error: {fault}", file=sys.stderr)
+        return fault.exit_code
 
 
 if __name__ == "__main__":

@@ -32,20 +32,3 @@ def project_root() -> Path:
         "cannot find the hpcval checkout (a directory with site-configs/ and "
         "reframe-checks/); run from inside it or set HPCVAL_ROOT"
     )
-
-
-def site_dir(site: str, root: Path | None = None) -> Path:
-    """``site-configs/<site>/``; raises if the site does not exist."""
-    root = root or project_root()
-    path = root / "site-configs" / site
-    if not path.is_dir():
-        known = sorted(p.name for p in (root / "site-configs").iterdir() if p.is_dir())
-        raise SiteError(f"{path}: no such site (known sites: {', '.join(known)})")
-    return path
-
-
-def var_dir(site: str, root: Path | None = None) -> Path:
-    """The results store of a site: ``$HPCVAL_VAR/<site>`` or ``<root>/var/<site>``."""
-    base = os.environ.get("HPCVAL_VAR")
-    path = Path(base) if base else (root or project_root()) / "var"
-    return path / site

@@ -371,6 +371,18 @@ def load_references(path: str | Path, known_checks: Iterable[str] | None = None,
         raise ReferencesError(spath, "", "references file not found") from None
     except OSError as err:
         raise ReferencesError(spath, "", f"cannot read: {err.strerror}") from None
+    return load_references_text(data, path, known_checks, check_classes)
+
+
+def load_references_text(text: str | bytes, path: str | Path,
+                         known_checks: Iterable[str] | None = None,
+                         check_classes: Mapping[str, tuple[list[str], set[str]]] | None = None,
+                         ) -> ReferencesFile:
+    """Validate references given as YAML text or bytes (``path`` names them
+    in errors); loading is bounded (:func:`load_yaml_bounded`)."""
+    path = Path(path)
+    spath = str(path)
+    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
     raw = load_yaml_bounded(data, spath, ReferencesError)
     if raw is None:
         raw = {}
@@ -426,7 +438,8 @@ def load_references(path: str | Path, known_checks: Iterable[str] | None = None,
     return ReferencesFile(path, entries)
 
 
-def check_site_files(site_dir: str | Path, checks_dir: str | Path) -> ReferencesFile:
+def check_site_files(site_dir: str | Path, checks_dir: str | Path,
+                     references: str | Path | None = None) -> ReferencesFile:
     """Every validation a run would make of a site's input files, without
     running anything: the references file (structure, numbers, thresholds as
     ReFrame applies them, check names, scopes, index keys as regexes,
@@ -437,8 +450,8 @@ def check_site_files(site_dir: str | Path, checks_dir: str | Path) -> References
 
     site_dir = Path(site_dir)
     classes = check_attributes_in(checks_dir, Path(__file__).resolve().parent / "rfm")
-    ref_file = load_references(site_dir / REFERENCES_FILE, known_checks=check_names_in(checks_dir),
-                               check_classes=classes)
+    ref_file = load_references(references or site_dir / REFERENCES_FILE,
+                               known_checks=check_names_in(checks_dir), check_classes=classes)
     expectations = site_dir / audit.EXPECTATIONS_FILE
     if expectations.exists():
         audit.load_expectations(expectations)
@@ -577,13 +590,19 @@ def _case_key(case: Any, attr: str) -> Any:
     return raw[attr]
 
 
-def _captured(value: float, tolerance: float, old: Reference | None, unit: str) -> list[Any]:
-    lower: float | None = -tolerance
-    upper: float | None = tolerance
+def _captured(value: float, tolerance: float, old: Reference | None, unit: str,
+              name: str = "") -> list[Any]:
+    """``[value, lower, upper, unit]``: bounded on the worse side only (a
+    faster run never fails), unless the old reference bounded a side."""
+    from hpcval.figures import lower_is_better
+
+    worse_is_up = lower_is_better(name, unit)
+    lower: float | None = None if worse_is_up else -tolerance
+    upper: float | None = tolerance if worse_is_up else None
     if old is not None:
-        # Keep a side the site left unbounded on purpose.
-        lower = None if old.lower is None else lower
-        upper = None if old.upper is None else upper
+        # Keep a side the site bounded, or left unbounded, on purpose.
+        lower = None if old.lower is None else -tolerance
+        upper = None if old.upper is None else tolerance
     return [float(f"{value:.6g}"), lower, upper, unit]
 
 
@@ -629,12 +648,12 @@ def capture(report: Any, tolerance: float, existing: ReferencesFile | None) -> d
         for p in case.perf:
             if p.value is None:
                 continue
-            if not _is_number(p.value):
-                raise ReferencesError(
-                    "", f"{case.display_name}.{p.variable}",
-                    f"measured {p.value!r} {p.unit}: not a finite figure, "
-                    "never a reference; capture from another run")
-            node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit)
+            if not math.isfinite(p.value):
+                raise ReferencesError("", f"{name}.{p.variable}",
+                                      f"measured {p.value}: not a number a reference can be "
+                                      "taken from; fix the run first")
+            node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit,
+                                         p.variable)
     return out
 
 

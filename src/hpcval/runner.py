@@ -1,24 +1,59 @@
 """Running ReFrame against a site and turning the run into a verdict.
 
-``hpcval validate`` and scheduled validation both come through here: check
-the site's references before spending time on benchmarks, run ReFrame with a
-report file in the site's results store, print the verdict table, write the
-HTML report, and return non-zero on any failure.
+``hpcval validate`` and scheduled validation both come through here:
+
+1. check the site's files before spending time on benchmarks (exit 2 when
+   they are wrong) and that its results store has room (exit 3 when not);
+2. take the site's lock (validations of one site run one after another; the
+   second waits, and gives up naming the holder);
+3. run ReFrame under a unique run id (``HPCVAL_RUN_ID``): its report, stage
+   and output directories are the run's own; ReFrame's tracebacks are kept in
+   the run's log and summarised in one line;
+4. print the verdict table, write the HTML report, store the run with its
+   samples in the results store and judge every figure against its history
+   (:mod:`hpcval.verdicts`); with ``record``, judge nothing and write the
+   site's references and host expectations from the run instead.
+
+Exit codes: :mod:`hpcval.errors`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from hpcval import references as refs
-from hpcval.errors import HpcvalError, SiteError
-from hpcval.paths import project_root, site_dir, var_dir
+from hpcval.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_OK,
+    EnvironmentFault,
+    InputError,
+)
+from hpcval.fileio import atomic_write, os_fault
+from hpcval.lock import site_lock
 from hpcval.report import RunReport, load_run_report, verdict_table, write_html
+from hpcval.runid import ENV as RUN_ID_ENV
+from hpcval.runid import new_run_id
+from hpcval.site import Site
+
+#: Set for ReFrame by ``validate --record``: checks run and report their figures
+#: without references (see :func:`hpcval.rfm.base.recording`).
+RECORD_ENV = "HPCVAL_RECORD"  # the same name as hpcval.rfm.base.RECORD_ENV
+
+#: Free space the results store needs before a run starts.
+MIN_FREE_BYTES = 64 << 20
+
+#: Default wait for another validation of the same site, in seconds.
+DEFAULT_LOCK_TIMEOUT = 4 * 3600.0
 
 
 @dataclass
@@ -29,6 +64,7 @@ class Outcome:
     report: RunReport | None
     html: Path | None
     reframe_exit_code: int
+    run_id: str = ""
 
 
 def reframe_command() -> list[str]:
@@ -38,70 +74,212 @@ def reframe_command() -> list[str]:
         return [str(beside)]
     found = shutil.which("reframe")
     if found is None:
-        raise HpcvalError("reframe not found: install hpcval's dependencies (make setup)")
+        raise EnvironmentFault("reframe not found: install hpcval's dependencies (make setup)")
     return [found]
 
 
-def site_config(site: str, root: Path | None = None) -> Path:
-    path = site_dir(site, root) / "config.py"
-    if not path.is_file():
-        raise SiteError(f"{path}: site has no ReFrame configuration (config.py)")
-    return path
-
-
-def check_site_references(site: str, root: Path | None = None) -> refs.ReferencesFile:
+def check_site_references(site: Site) -> refs.ReferencesFile:
     """Validate a site's references file against the checks in the tree."""
-    root = root or project_root()
-    return refs.check_site_files(site_dir(site, root), root / "reframe-checks")
+    return refs.check_site_files(site.dir, site.root / "reframe-checks", site.references)
 
 
-def latest_report(site: str, root: Path | None = None) -> Path:
-    reports = sorted((var_dir(site, root) / "reports").glob("*.json"),
-                     key=lambda p: p.stat().st_mtime)
+def latest_report(site: Site) -> Path:
+    from hpcval.store import run_reports
+
+    reports = run_reports(site.reports_dir)
     if not reports:
-        raise HpcvalError(f"{var_dir(site, root) / 'reports'}: no run reports yet; run "
-                          f"`hpcval validate --site {site}` first")
+        raise InputError(f"{site.reports_dir}: no run reports yet; run "
+                         f"`hpcval validate --site {site.name}` first")
     return reports[-1]
 
 
-def publish(report_path: Path, site: str, root: Path | None = None,
-            out=sys.stdout) -> tuple[RunReport, Path]:
-    """Print the verdict of a stored run and write its HTML report."""
+def publish(report_path: Path, site: Site, out: IO[str] = sys.stdout,
+            extra_sections: list[str] | None = None, extra_text: str = ""
+            ) -> tuple[RunReport, Path]:
+    """Print the verdict of a stored run and write its HTML report (and
+    ``latest.html``)."""
     report = load_run_report(report_path)
-    print(verdict_table(report), file=out)
-    html_dir = var_dir(site, root) / "html"
-    html = write_html(report, html_dir / f"{report_path.stem}.html")
-    latest = html_dir / "latest.html"
-    tmp = html_dir / ".latest.html.tmp"
-    shutil.copyfile(html, tmp)
-    tmp.replace(latest)
+    print(verdict_table(report) + extra_text, file=out)
+    html = write_html(report, site.html_dir / f"{report_path.stem}.html", extra_sections)
+    try:
+        atomic_write(site.html_dir / "latest.html", html.read_bytes(), "writing latest.html")
+    except OSError as err:
+        raise os_fault(html, err, "reading the HTML report") from None
     print(f"HTML report: {html}", file=out)
     print(f"Run report:  {report_path}", file=out)
     return report, html
 
 
-def validate(site: str, reframe_args: list[str] | None = None,
-             root: Path | None = None, out=sys.stdout) -> Outcome:
-    """Run every check on ``site`` (or those ``reframe_args`` select)."""
-    root = root or project_root()
-    config = site_config(site, root)
-    check_site_references(site, root)
-    reports = var_dir(site, root) / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    report_path = reports / f"run-report-{stamp}.json"
-    cmd = [*reframe_command(), "-C", str(config), "-c", str(root / "reframe-checks"), "-R",
-           "-r", "--report-file", str(report_path), *(reframe_args or [])]
-    print("+ " + " ".join(cmd), file=out, flush=True)
-    rc = subprocess.call(cmd, cwd=root)
-    if not report_path.is_file():
-        print(f"hpcval: reframe exited with {rc} and wrote no run report ({report_path}); "
-              f"see {var_dir(site, root) / 'reframe.log'}", file=sys.stderr)
-        return Outcome(rc or 1, None, None, rc)
-    report, html = publish(report_path, site, root, out)
+def _preflight(site: Site) -> None:
+    try:
+        site.var.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(site.var).free
+        probe = site.var / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise os_fault(site.var, err, "preparing the results store") from None
+    if free < MIN_FREE_BYTES:
+        raise EnvironmentFault(f"{site.var}: disk full ({free >> 20} MiB free, a run needs "
+                               f"{MIN_FREE_BYTES >> 20} MiB); free space and run again")
+
+
+class _Console:
+    """Forwards ReFrame's output line by line; a Python traceback is kept in
+    the run's log and shown as one line naming its exception."""
+
+    def __init__(self, out: IO[str], log: IO[str] | None, log_path: Path,
+                 config: Path | None = None) -> None:
+        self.out, self.log, self.log_path, self.config = out, log, log_path, config
+        self.in_traceback = False
+        self.summaries: list[str] = []
+        #: ReFrame's own ``ERROR:`` lines, without colour codes
+        self.errors: list[str] = []
+        #: a traceback passed through the site config (it raised while being read)
+        self.config_raised = False
+        self.returncode = 0
+
+    def line(self, text: str) -> None:
+        if self.log is not None:
+            try:
+                self.log.write(text)
+            except OSError:
+                self.log = None
+        if text.startswith("Traceback (most recent call last):"):
+            self.in_traceback = True
+            return
+        if self.in_traceback:
+            if text.startswith((" ", "\t")) or not text.strip():
+                if self.config is not None and f'File "{self.config}"' in text:
+                    self.config_raised = True
+                return
+            self.in_traceback = False
+            summary = text.strip()
+            self.summaries.append(summary)
+            print(f"reframe raised: {summary} (traceback in {self.log_path})", file=self.out,
+                  flush=True)
+            return
+        plain = _ANSI.sub("", text).strip()
+        if plain.startswith("ERROR:"):
+            self.errors.append(plain.removeprefix("ERROR:").strip())
+        self.out.write(text)
+        self.out.flush()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+#: ReFrame's errors that mean the site config is wrong (exit 2, not 1).
+_CONFIG_ERRORS = ("failed to load configuration", "failed to initialize runtime",
+                  "could not find a configuration entry", "configuration error")
+
+
+def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
+                log_path: Path, config: Path | None = None) -> _Console:
+    """Run ReFrame, streaming its output; returns what the console saw, with
+    ReFrame's exit code as ``returncode``."""
+    log: IO[str] | None
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "w")  # noqa: SIM115 - closed below
+    except OSError:
+        log = None
+    console = _Console(out, log, log_path, config)
+    try:
+        with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace",
+                              bufsize=1) as proc:
+            assert proc.stdout is not None
+            for text in proc.stdout:
+                console.line(text)
+            rc = proc.wait()
+    except OSError as err:
+        raise EnvironmentFault(f"{cmd[0]}: cannot start ReFrame: {err.strerror}") from None
+    finally:
+        if log is not None:
+            with contextlib.suppress(OSError):
+                log.close()
+    console.returncode = rc
+    return console
+
+
+def validate(site_name: str, reframe_args: list[str] | None = None,
+             root: Path | None = None, out: IO[str] = sys.stdout, record: bool = False,
+             lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Outcome:
+    """Run every check on the site (or those ``reframe_args`` select), store
+    the run and judge it; with ``record``, write references instead."""
+    site = Site.load(site_name, root)
+    if not record:
+        if not site.references.exists():
+            raise InputError(
+                f"{site.references}: the site has no references yet; run `hpcval validate "
+                f"--site {site.name} --record` once to measure and write them")
+        check_site_references(site)
+    _preflight(site)
+    run_id = new_run_id()
+    report_path = site.report_path(run_id)
+    cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.root / "reframe-checks"),
+           "-R", "-r", "--report-file", str(report_path), *(reframe_args or [])]
+    env = {**os.environ, RUN_ID_ENV: run_id}
+    if record:
+        env[RECORD_ENV] = "1"
+    else:
+        env.pop(RECORD_ENV, None)
+    with site_lock(site.var / "validate.lock", f"validate run {run_id}", lock_timeout,
+                   log=lambda m: print(m, file=sys.stderr, flush=True)):
+        print(f"hpcval: run {run_id} on site {site.name}", file=out)
+        print("+ " + " ".join(cmd), file=out, flush=True)
+        console = run_reframe(cmd, env, site.root, out, site.var / "logs" / f"{run_id}.out",
+                              site.config)
+        return _conclude(site, run_id, report_path, console, record, out)
+
+
+def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
+              record: bool, out: IO[str]) -> Outcome:
+    from hpcval import verdicts
+
+    rc = console.returncode
+    if not report_path.is_file() or report_path.stat().st_size == 0:
+        free = shutil.disk_usage(site.var).free if site.var.exists() else 0
+        log = site.var / "logs" / f"{run_id}.out"
+        config_error = next((e for e in console.errors
+                             if any(k in e for k in _CONFIG_ERRORS)), None)
+        if free < MIN_FREE_BYTES:
+            code, why = EXIT_ENVIRONMENT, f"disk full on {site.var} ({free >> 20} MiB free)"
+        elif config_error or console.config_raised:
+            code = EXIT_INPUT
+            why = (f"{site.config}: ReFrame cannot use the site config: "
+                   f"{config_error or console.summaries[-1]}; fix the file (traceback, if "
+                   f"any, in {log})")
+        else:
+            code = EXIT_FAILED
+            why = (console.summaries or console.errors or [f"see {log}"])[-1]
+        print(f"hpcval: error: ReFrame exited with {rc} and wrote no run report: {why}",
+              file=sys.stderr)
+        return Outcome(code, None, None, rc, run_id)
+    report = load_run_report(report_path)
     if not report.cases:
-        print("hpcval: no check ran: nothing selected for this site "
-              "(check the site's environments and the options given)", file=sys.stderr)
-        return Outcome(1, report, html, rc)
-    failed = bool(report.failures) or rc != 0
-    return Outcome(1 if failed else 0, report, html, rc)
+        publish(report_path, site, out)
+        print("hpcval: error: no check ran: nothing selected for this site (check the "
+              "site's environments and the options given)", file=sys.stderr)
+        return Outcome(EXIT_FAILED, report, None, rc, run_id)
+    judged = verdicts.store_and_judge(site, run_id, report, record=record)
+    report, html = publish(report_path, site, out, judged.html_sections, judged.text)
+    if record:
+        verdicts.write_recorded_contract(site, run_id, report, out)
+    failed = bool(report.failures) or rc != 0 or judged.regressed
+    if judged.store_error is not None:
+        print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
+              file=sys.stderr)
+        return Outcome(EXIT_ENVIRONMENT, report, html, rc, run_id)
+    return Outcome(EXIT_FAILED if failed else EXIT_OK, report, html, rc, run_id)
+
+
+def republish(site: Site, report_path: Path, out: IO[str] = sys.stdout) -> RunReport:
+    """The verdict and HTML of a stored run again, with its stored verdicts."""
+    from hpcval import verdicts
+
+    run_id = report_path.stem.removeprefix("run-report-")
+    report = load_run_report(report_path)
+    judged = verdicts.stored(site, run_id, report)
+    report, _ = publish(report_path, site, out, judged.html_sections, judged.text)
+    return report

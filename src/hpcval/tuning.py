@@ -136,11 +136,20 @@ def load_tuning(path: str | Path) -> dict[str, Any]:
     """A site's tuned settings: ``{collective: {setting, ranks, nodes}}``."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
     except FileNotFoundError:
         raise SiteError(f"{path}: no tuned settings (run `hpcval tune collectives --write`)") \
             from None
-    except (OSError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError) as err:
+        raise SiteError(f"{path}: cannot read tuned settings: {err}") from None
+    return load_tuning_text(text, path)
+
+
+def load_tuning_text(text: str, path: str | Path) -> dict[str, Any]:
+    """Validate tuned settings given as YAML text (``path`` names them)."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
         raise SiteError(f"{path}: cannot read tuned settings: {err}") from None
     if not isinstance(data, dict) or not data:
         raise SiteError(f"{path}: must map collectives to their tuned settings")

@@ -63,7 +63,7 @@ def test_validate_passes_and_writes_reports(checkout: Path, hpcval: HpcvalRunner
     assert "-off_cache" in cold["executable_opts"]
     html = (store / "html" / "latest.html").read_text()
     assert "data:image/png;base64," in html and "PASS" in html
-    assert (store / "results.db").is_file()
+    assert (store / "history.sqlite").is_file()
     assert list((store / "perflogs").rglob("*.log"))
     # the stored run renders again, and the verdict is the same
     again = hpcval(checkout, "report", "--site", "local")

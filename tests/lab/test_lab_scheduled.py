@@ -155,7 +155,7 @@ def test_scheduled_slurm_job_runs_the_real_checks_and_stores_results(tmp_path: P
         assert line.startswith("PASS ") and "2 test case(s), 0 failed" in line, line
         assert list((store / "reports").glob("run-report-*.json"))
         assert (store / "html" / "latest.html").is_file()
-        assert (store / "results.db").is_file()
+        assert (store / "history.sqlite").is_file()
     finally:
         subprocess.run(["scancel", "--name=hpcval-validate"], timeout=30, check=False)
         cluster.down(log=lambda *_: None)

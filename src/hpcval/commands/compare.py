@@ -7,8 +7,8 @@ from pathlib import Path
 
 from hpcval.compare import compare_reports, comparison_html_section, comparison_text, parse_range
 from hpcval.errors import HpcvalError
-from hpcval.paths import var_dir
 from hpcval.report import write_html
+from hpcval.site import Site
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,11 +36,12 @@ def _resolve(arg: str, site: str) -> Path:
     path = Path(arg)
     if path.is_file():
         return path
-    stored = var_dir(site) / "reports" / arg
+    reports = Site.load(site).reports_dir
+    stored = reports / arg
     for candidate in (stored, stored.with_suffix(".json")):
         if candidate.is_file():
             return candidate
-    raise HpcvalError(f"{arg}: no such run report (nor in {var_dir(site) / 'reports'})")
+    raise HpcvalError(f"{arg}: no such run report (nor in {reports})")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -48,7 +49,7 @@ def _run(args: argparse.Namespace) -> int:
     low, high = (None, None) if args.size_range == "all" else parse_range(args.size_range)
     comp = compare_reports(a, b, low, high, check=args.check)
     print(comparison_text(comp), end="")
-    out = args.html or var_dir(args.site) / "html" / f"compare-{a.stem}-{b.stem}.html"
+    out = args.html or Site.load(args.site).html_dir / f"compare-{a.stem}-{b.stem}.html"
     write_html(comp.b, out, extra_sections=[comparison_html_section(comp)])
     print(f"HTML report: {out}")
     return 0

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import time
 from pathlib import Path
 
+from hpcval import contract
 from hpcval import references as refs
-from hpcval.errors import ReferencesError
-from hpcval.paths import site_dir
+from hpcval.errors import InputError, ReferencesError
+from hpcval.fileio import atomic_write, keep_backup
 from hpcval.report import load_run_report
 from hpcval.runner import check_site_references, latest_report
+from hpcval.site import Site
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +32,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "[value, -tolerance, +tolerance, unit]. Prints the YAML, or with --write replaces the "
         "site's references.yaml (the old file is kept as references.yaml.<time>.bak).")
     cap.add_argument("--site", default="local")
-    cap.add_argument("--tolerance", type=float, required=True,
-                     help="allowed relative deviation, e.g. 0.2 for +-20%%")
+    cap.add_argument("--tolerance", type=float,
+                     help="allowed relative deviation from one run's value, e.g. 0.2 for "
+                     "20%% on the worse side (the better side keeps what the file had)")
+    cap.add_argument("--from-history", action="store_true",
+                     help="bands from the site's accepted runs in its results store: "
+                     "reference = median of the runs' medians, bound = the worst sample seen "
+                     "with --margin (docs/references.md)")
+    cap.add_argument("--margin", type=float, default=contract.DEFAULT_MARGIN,
+                     help=f"with --from-history (default {contract.DEFAULT_MARGIN:g})")
+    cap.add_argument("--runs", nargs="+", metavar="RUN_ID",
+                     help="with --from-history: these runs instead of the accepted ones")
     cap.add_argument("--write", action="store_true", help="replace the site's references file")
     cap.add_argument("run_report", nargs="?", type=Path,
                      help="ReFrame JSON run report (default: the site's latest)")
@@ -42,17 +50,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    ref_file = check_site_references(args.site)
+    site = Site.load(args.site)
+    ref_file = check_site_references(site)
     n = len(ref_file.entries)
     print(f"{ref_file.path}: OK ({n} check{'s' if n != 1 else ''}: "
           f"{', '.join(sorted(ref_file.entries))})")
+    from hpcval.audit import load_expectations
+
+    if site.host_expectations.exists():
+        load_expectations(site.host_expectations)
+        print(f"{site.host_expectations}: OK")
+    from hpcval import judging
+
+    if site.judging.exists():
+        judging.load_settings(site.judging)
+        print(f"{site.judging}: OK")
     return 0
 
 
 def _capture(args: argparse.Namespace) -> int:
-    path = site_dir(args.site) / refs.REFERENCES_FILE
-    existing = check_site_references(args.site) if path.exists() else None
-    report_path = args.run_report or latest_report(args.site)
+    site = Site.load(args.site)
+    if args.from_history:
+        if args.tolerance is not None or args.run_report:
+            raise InputError("--from-history takes no --tolerance and no run report")
+        if not args.write:
+            data = contract.references_from_history(site, args.runs, margin=args.margin)
+            sys.stdout.write(refs.dump_references(data))
+            return 0
+        for path in contract.write_from_history(site, args.runs, margin=args.margin):
+            print(f"wrote {path}")
+        return 0
+    if args.tolerance is None:
+        raise InputError("references capture: give --tolerance T (one run) or --from-history")
+    path = site.references
+    existing = check_site_references(site) if path.exists() else None
+    report_path = args.run_report or latest_report(site)
     report = load_run_report(report_path)
     try:
         data = refs.capture(report, args.tolerance, existing)
@@ -66,13 +98,10 @@ def _capture(args: argparse.Namespace) -> int:
     if not args.write:
         sys.stdout.write(text)
         return 0
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    refs.load_references(tmp)  # never install a file hpcval itself cannot read
-    if path.exists():
-        backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}.bak")
-        shutil.copy2(path, backup)
+    refs.load_references_text(text, path)  # never install a file hpcval itself cannot read
+    backup = keep_backup(path)
+    if backup is not None:
         print(f"previous references kept as {backup}")
-    os.replace(tmp, path)
+    atomic_write(path, text, "writing references")
     print(f"wrote {path}")
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpcval.runner import latest_report, publish
+from hpcval.runner import latest_report, republish
+from hpcval.site import Site
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    path = args.run_report or latest_report(args.site)
-    report, _ = publish(path, args.site)
+    site = Site.load(args.site)
+    path = args.run_report or latest_report(site)
+    report = republish(site, path)
     return 1 if report.failures else 0

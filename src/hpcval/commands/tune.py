@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -13,9 +12,10 @@ import yaml
 
 from hpcval import tuning
 from hpcval.errors import HpcvalError
-from hpcval.paths import site_dir
+from hpcval.fileio import atomic_write, keep_backup
 from hpcval.report import load_run_report
 from hpcval.runner import latest_report
+from hpcval.site import Site
 
 SWEEP_CHECK = "imb_collective_sweep_check"
 
@@ -54,7 +54,7 @@ def sweep_results(report_path: Path) -> list[dict]:
 
 
 def _collectives(args: argparse.Namespace) -> int:
-    report_path = args.run_report or latest_report(args.site)
+    report_path = args.run_report or latest_report(Site.load(args.site))
     results = sweep_results(report_path)
     for r in results:
         print(f"{r['collective']} at {r['ranks']} rank(s) on {r['nodes']} node(s), "
@@ -66,16 +66,16 @@ def _collectives(args: argparse.Namespace) -> int:
         print(f"  export {r['variable']}=\"{r['setting']}\"\n")
     if not args.write:
         return 0
-    path = site_dir(args.site) / tuning.TUNING_FILE
+    path = Site.load(args.site).tuning
     data = {r["collective"]: {"variable": r["variable"], "setting": r["setting"],
                               "ranks": r["ranks"], "nodes": r["nodes"]} for r in results}
     header = (f"# Tuned Intel MPI collective settings of site {args.site!r}, written by "
               f"`hpcval tune collectives`\n# from {report_path} on "
               f"{time.strftime('%Y-%m-%d %H:%M')}. Valid for the ranks and nodes given;\n"
               "# imb_tuned_collectives_check verifies them against the default.\n")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(header + yaml.safe_dump(data, sort_keys=False))
-    tuning.load_tuning(tmp)
-    os.replace(tmp, path)
+    text = header + yaml.safe_dump(data, sort_keys=False)
+    tuning.load_tuning_text(text, path)  # never install a file hpcval itself cannot read
+    keep_backup(path)
+    atomic_write(path, text)
     print(f"wrote {path}")
     return 0

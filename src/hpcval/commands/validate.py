@@ -1,21 +1,31 @@
-"""``hpcval validate``: run the checks on a site and judge them."""
+"""``hpcval validate``: run the checks on a site, store and judge them."""
 
 from __future__ import annotations
 
 import argparse
 
-from hpcval.runner import validate
+from hpcval.runner import DEFAULT_LOCK_TIMEOUT, validate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
         help="run the checks on a site, print the verdict, write the HTML report",
-        description="Run ReFrame with the site's configuration and references, print the "
-        "verdict table and write an HTML report to var/<site>/html/. Exits non-zero when any "
-        "check fails. Arguments after -- go to reframe (e.g. -- -t pingpong).",
+        description="Run ReFrame with the site's configuration and references, store every "
+        "figure with its samples in var/<site>/, judge each against the site's references and "
+        "against its own history, print the verdict and write an HTML report. Exit 0: all "
+        "passed; 1: a check failed or a figure regressed; 2: wrong input; 3: environment "
+        "fault (disk full, store unusable, lock held). Arguments after -- go to reframe "
+        "(e.g. -- -t pingpong).",
     )
     p.add_argument("--site", default="local", help="site under site-configs/ (default: local)")
+    p.add_argument("--record", action="store_true",
+                   help="run the checks without judging them, then write the site's "
+                   "references.yaml and host-expectations.yaml from what was measured "
+                   "(for a new site; review the files before committing)")
+    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="S",
+                   help="seconds to wait for another validation of the site to finish "
+                   f"(default {DEFAULT_LOCK_TIMEOUT:g})")
     p.add_argument("reframe_args", nargs=argparse.REMAINDER,
                    help="extra reframe options, after --")
     p.set_defaults(func=_run)
@@ -23,4 +33,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.reframe_args if a != "--"] if args.reframe_args else []
-    return validate(args.site, extra).exit_code
+    return validate(args.site, extra, record=args.record,
+                    lock_timeout=args.lock_timeout).exit_code

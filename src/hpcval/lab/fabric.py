@@ -9,6 +9,7 @@ links run at whatever the kernel's veth path gives (memory-copy speed).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from hpcval.lab.layout import NODE_IFACE, LabLayout
@@ -48,13 +49,24 @@ PROFILES: dict[str, FabricProfile] = {
 }
 
 
+#: A rate given directly, e.g. ``185m`` (Mbit/s) or ``1.5g`` (Gbit/s).
+RATE_NAME = re.compile(r"^(\d+(?:\.\d+)?)([mg])$")
+
+
 def get_profile(name: str) -> FabricProfile:
-    try:
+    """Profile ``name``, or a profile made from a rate name such as ``185m``
+    (bench/detection.sh steps the link rate down by a few per cent)."""
+    if name in PROFILES:
         return PROFILES[name]
-    except KeyError:
-        raise LabError(
-            f"unknown fabric profile '{name}' (known: {', '.join(PROFILES)})"
-        ) from None
+    match = RATE_NAME.match(name)
+    if match and float(match.group(1)) > 0:
+        scale = 1_000_000 if match.group(2) == "m" else 1_000_000_000
+        rate = int(float(match.group(1)) * scale)
+        return FabricProfile(name, rate, f"{rate / 1e6:g} Mbit/s per node link, each direction")
+    raise LabError(
+        f"unknown fabric profile '{name}' (known: {', '.join(PROFILES)}, "
+        "or a rate such as 185m or 1.5g)"
+    )
 
 
 def apply_profile(layout: LabLayout, name: str) -> FabricProfile:

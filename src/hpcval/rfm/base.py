@@ -42,6 +42,15 @@ SERIES_FILE = "hpcval-series.json"
 _CACHE: dict[tuple[str, float], refs.ReferencesFile] = {}
 
 
+#: Set by ``hpcval validate --record`` (see :mod:`hpcval.runner`).
+RECORD_ENV = "HPCVAL_RECORD"
+
+
+def recording() -> bool:
+    """True in a ``hpcval validate --record`` run: measure, do not judge."""
+    return os.environ.get(RECORD_ENV) == "1"
+
+
 class ReferencesFailure(ReframeError):
     """A check's references are missing or wrong (shown as the failure reason)."""
 
@@ -168,7 +177,8 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
-        self.require_reference = True
+        # ``hpcval validate --record``: figures are measured and stored, not judged
+        self.require_reference = not recording()
 
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
@@ -226,8 +236,9 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         # After setup, so a check that skips itself (a tool or input missing)
         # needs no references; before the run, so a wrong references file
         # fails before any benchmark time is spent.
-        if not self.perf_variables:
-            # a check judged by its sanity alone (e.g. an audit) has no figures
+        if not self.perf_variables or recording():
+            # a check judged by its sanity alone (e.g. an audit) has no figures;
+            # a recording run measures without references
             self._hpcval_refs = {}
             return
         self._hpcval_refs = self._hpcval_resolve_references()
@@ -339,7 +350,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:
         reported = {name: fn.unit for name, fn in self.perf_variables.items()}
-        if not reported and not self._hpcval_refs:
+        if (not reported and not self._hpcval_refs) or recording():
             return
         self._hpcval_check_figures()
         try:

@@ -13,13 +13,13 @@ import re
 import shlex
 import shutil
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from hpcval.errors import SiteError
-from hpcval.paths import var_dir
+from hpcval.runid import current_run_id
+from hpcval.site import SITE_DIR_EXTRA, Site
 
 Environment = dict[str, Any]
 
@@ -27,25 +27,27 @@ Environment = dict[str, Any]
 def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     """The ``general``, ``storage`` and ``logging`` sections of a site.
 
-    Reports, perflogs, stage and
-    output directories and the results database go to the site's results store
-    (``var/<site>/``, or ``$HPCVAL_VAR/<site>``).
+    Reports, perflogs, stage and output directories go to the site's results
+    store (``var/<site>/``, or ``$HPCVAL_VAR/<site>``), one report, stage and
+    output directory per run id (:func:`hpcval.runid.current_run_id`).
+    ReFrame's own results database is off: hpcval's store
+    (``var/<site>/history.sqlite``, :mod:`hpcval.store`) keeps every run with its
+    samples and provenance, and is rebuilt from the JSON run reports at any time.
     """
-    site_dir = Path(site_dir).resolve()
-    site = site_dir.name
-    store = var_dir(site, root=site_dir.parent.parent)
+    site = Site.from_dir(site_dir)
+    store = site.var
     for sub in ("reports", "perflogs", "topology"):
         (store / sub).mkdir(parents=True, exist_ok=True)
     return {
         "general": [
             {
-                "report_file": str(store / "reports" / "run-report-{sessionid}.json"),
+                "report_file": str(site.report_path(current_run_id())),
                 "topology_prefix": str(store / "topology"),
-                "check_search_path": [str(site_dir.parent.parent / "reframe-checks")],
+                "check_search_path": [str(site.root / "reframe-checks")],
                 "check_search_recursive": True,
             }
         ],
-        "storage": [{"enable": True, "sqlite_db_file": str(store / "results.db")}],
+        "storage": [{"enable": False}],
         "logging": [
             {
                 "level": "debug",
@@ -78,28 +80,30 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def partition_extras(site_dir: str | Path, **extras: Any) -> dict[str, Any]:
-    """``extras`` of a partition: where its references are, plus any others.
+    """``extras`` of a partition: its site directory and references file, plus
+    any others.
 
     ReFrame 4.10's configuration schema has no ``general.reference_prefix``
     (only the ``RFM_REFERENCE_PREFIX`` variable), so the site config names its
-    references file here and :class:`hpcval.rfm.HpcvalTest` reads it.
+    references file here and :class:`hpcval.rfm.HpcvalTest` reads it; checks
+    reach every other site file through :meth:`hpcval.site.Site.of_test`.
     """
-    return {"references": str(Path(site_dir).resolve() / "references.yaml"), **extras}
+    site = Site.from_dir(site_dir)
+    return {SITE_DIR_EXTRA: str(site.dir), "references": str(site.references), **extras}
 
 
 def run_directories(site_dir: str | Path) -> dict[str, str]:
     """``prefix``, ``outputdir`` and ``stagedir`` of a site's system.
 
-    Output and stage directories get one subdirectory per ReFrame run (a site
-    config is read once per run), so every stored run report keeps pointing
-    at the files it measured, failed runs included, and two runs compared
-    A/B never overwrite each other's.
+    Output and stage directories get one subdirectory per run id, so every
+    stored run report keeps pointing at the files it measured, failed runs
+    included, and two runs (even started in the same second) never share or
+    delete each other's directories.
     """
-    site_dir = Path(site_dir).resolve()
-    prefix = var_dir(site_dir.name, root=site_dir.parent.parent)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    return {"prefix": str(prefix), "outputdir": str(prefix / "output" / stamp),
-            "stagedir": str(prefix / "stage" / stamp)}
+    site = Site.from_dir(site_dir)
+    run_id = current_run_id()
+    return {"prefix": str(site.var), "outputdir": str(site.var / "output" / run_id),
+            "stagedir": str(site.var / "stage" / run_id)}
 
 
 def intel_mpi_from_pypi(prefix: str | Path | None = None) -> Environment | None:

@@ -1,0 +1,93 @@
+"""``hpcval history``: the stored runs of a site and their figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from statistics import median
+
+from hpcval.errors import InputError
+from hpcval.fileio import atomic_write
+from hpcval.site import Site
+from hpcval.store import Store, verdicts_path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "history", help="list a site's stored runs, or one figure across them",
+        description="Without --check/--figure: one line per stored run (id, time, result, "
+        "accepted into baselines). With them: every stored value of the matching figures, "
+        "run by run, with the number of samples, spread and verdict. --accept/--reject mark "
+        "a run as (not) part of future baselines, e.g. to accept a machine's new level after "
+        "a planned change.")
+    p.add_argument("--site", default="local")
+    p.add_argument("--check", help="a check name (e.g. imb_pingpong_check)")
+    p.add_argument("--figure", help="a performance variable (e.g. bw_1MiB)")
+    p.add_argument("--last", type=int, default=30, help="at most this many runs (default 30)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--accept", metavar="RUN_ID", help="count this run in baselines")
+    g.add_argument("--reject", metavar="RUN_ID", help="leave this run out of baselines")
+    p.set_defaults(func=_run)
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
+
+
+def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
+    store.set_accepted(run_id, accepted)
+    path = verdicts_path(site.report_path(run_id))
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data["accepted"] = accepted
+    atomic_write(path, json.dumps(data, indent=1, default=str), "recording the acceptance")
+    print(f"run {run_id}: {'accepted into' if accepted else 'left out of'} baselines")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    site = Site.load(args.site)
+    store = Store(site.history_db)
+    if args.accept or args.reject:
+        return _mark(site, store, args.accept or args.reject, bool(args.accept))
+    if args.last < 1:
+        raise InputError(f"--last {args.last}: must be at least 1")
+    if not args.check and not args.figure:
+        runs = store.runs()[-args.last:]
+        if args.json:
+            print(json.dumps(runs, indent=1))
+            return 0
+        print(f"{'run':26}  {'started':16}  {'result':9}  accepted")
+        for r in runs:
+            print(f"{r['run_id']:26}  {_when(r['started']):16}  {r['result']:9}  "
+                  f"{'yes' if r['accepted'] else 'no'}")
+        print(f"{len(runs)} run(s) in {site.history_db}")
+        return 0
+    points = store.history(check=args.check, variable=args.figure)
+    if not points:
+        raise InputError(f"{site.history_db}: no stored figure matches "
+                         f"--check {args.check or '*'} --figure {args.figure or '*'}")
+    keep = {p.run_id for p in points}
+    keep = set(sorted(keep)[-args.last:])
+    points = [p for p in points if p.run_id in keep]
+    verdicts = {run: store.verdicts(run) for run in keep}
+    if args.json:
+        print(json.dumps([{**p.__dict__, "verdict": verdicts[p.run_id].get(
+            (p.case_key, p.variable), (None, {}))[0]} for p in points], indent=1))
+        return 0
+    for key in sorted({(p.case_key, p.variable) for p in points}):
+        series = [p for p in points if (p.case_key, p.variable) == key]
+        print(f"{key[0]}  {key[1]} [{series[0].unit}, {series[0].better} is better]")
+        for p in series:
+            spread = (max(p.samples) - min(p.samples)) / median(p.samples) * 100 \
+                if p.samples and median(p.samples) else 0.0
+            verdict = verdicts[p.run_id].get(key, ("-", {}))[0]
+            value = f"{p.value:.4g}" if p.value is not None else "-"
+            print(f"  {p.run_id:26}  {_when(p.started):16}  {value:>10}"
+                  f"  n={len(p.samples):<3} spread {spread:5.1f} %  band {p.band_result or '-':4}"
+                  f"  {verdict}{'' if p.accepted else '  (not in baselines)'}")
+    return 0

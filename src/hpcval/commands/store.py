@@ -1,0 +1,42 @@
+"""``hpcval store``: check or rebuild a site's results store."""
+
+from __future__ import annotations
+
+import argparse
+
+from hpcval.site import Site
+from hpcval.store import Store, run_reports
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("store", help="check or rebuild a site's results store",
+                       description="The results store (var/<site>/history.sqlite) indexes the "
+                       "site's JSON run reports. `check` verifies it; `rebuild` makes it anew "
+                       "from the reports (a broken file is kept aside, nothing is lost).")
+    ssub = p.add_subparsers(dest="action", metavar="ACTION")
+    ssub.required = True
+    c = ssub.add_parser("check", help="verify the store's integrity")
+    c.add_argument("--site", default="local")
+    c.set_defaults(func=_check)
+    r = ssub.add_parser("rebuild", help="make the store anew from the run reports")
+    r.add_argument("--site", default="local")
+    r.set_defaults(func=_rebuild)
+
+
+def _check(args: argparse.Namespace) -> int:
+    site = Site.load(args.site)
+    runs = Store(site.history_db).runs()
+    print(f"{site.history_db}: OK ({len(runs)} run{'s' if len(runs) != 1 else ''})")
+    return 0
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    site = Site.load(args.site)
+    reports = run_reports(site.reports_dir)
+    count, skipped, kept = Store(site.history_db).rebuild(reports, site.name)
+    if kept is not None:
+        print(f"previous store kept as {kept}")
+    for reason in skipped:
+        print(f"skipped: {reason}")
+    print(f"{site.history_db}: rebuilt from {count} run report(s)")
+    return 0

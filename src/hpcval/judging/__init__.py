@@ -1,0 +1,41 @@
+"""Statistical judging of figures against their own history (pure functions: no
+ReFrame, no store). See docs/judging.md for the model and its measured rates.
+
+    settings = JudgingSettings.load(site.judging)
+    verdicts = judge_run({"check/variable": FigureData(baseline_runs, samples, "higher")},
+                         settings)
+    points = change_points(run_medians)
+    flagged = sustained_change(run_medians, "higher", settings, name="check/variable")
+"""
+
+from hpcval.judging.changes import ChangePoint, change_points, sustained_change
+from hpcval.judging.settings import JUDGING_FILE, FigureSettings, JudgingSettings
+from hpcval.judging.verdict import (
+    OUTCOMES,
+    FigureData,
+    FigureVerdict,
+    Needed,
+    adjust,
+    holm,
+    judge_figure,
+    judge_run,
+    summarize,
+)
+
+__all__ = [
+    "JUDGING_FILE",
+    "OUTCOMES",
+    "ChangePoint",
+    "FigureData",
+    "FigureSettings",
+    "FigureVerdict",
+    "JudgingSettings",
+    "Needed",
+    "adjust",
+    "change_points",
+    "holm",
+    "judge_figure",
+    "judge_run",
+    "summarize",
+    "sustained_change",
+]

@@ -1,0 +1,154 @@
+"""Statistical settings of a site: ``site-configs/<site>/judging.yaml``.
+
+::
+
+    k: 5                 # accepted runs in the baseline (a figure with fewer: no-baseline)
+    threshold: 5%        # practical threshold: smaller changes are never `regressed`
+    alpha: 0.05          # false-alarm level per run (family-wise with holm)
+    correction: holm     # holm (family-wise) or bh (false discovery rate)
+    min_spread: 0.005    # floor of the run-to-run spread (log scale, ~0.5 %)
+    figures:             # overrides by glob on "<check>/<variable>", first match wins
+      "imb_pingpong_*/lat_*": {threshold: 25%}
+      "*/bw_4MiB": {k: 10}
+
+Every key is optional; a missing file means the defaults. Thresholds are
+fractions (``0.05``) or per cent strings (``"5%"``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcval.errors import InputError
+
+JUDGING_FILE = "judging.yaml"
+CORRECTIONS = ("holm", "bh")
+#: Keys that may appear at the top level and (except ``correction``) per figure.
+FIGURE_KEYS = ("k", "threshold", "alpha", "min_spread")
+TOP_KEYS = (*FIGURE_KEYS, "correction", "figures")
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """The settings that apply to one figure."""
+
+    k: int = 5
+    threshold: float = 0.05
+    alpha: float = 0.05
+    min_spread: float = 0.005
+
+
+@dataclass(frozen=True)
+class JudgingSettings:
+    """A site's judging settings: defaults plus per-figure overrides."""
+
+    k: int = 5
+    threshold: float = 0.05
+    alpha: float = 0.05
+    correction: str = "holm"
+    min_spread: float = 0.005
+    #: ``(glob on "check/variable", overrides)``, first match wins
+    overrides: tuple[tuple[str, Mapping[str, float]], ...] = field(default_factory=tuple)
+
+    def for_figure(self, key: str) -> FigureSettings:
+        """Settings of figure ``key`` (``"<check>/<variable>"``)."""
+        base = FigureSettings(self.k, self.threshold, self.alpha, self.min_spread)
+        for pattern, values in self.overrides:
+            if fnmatch.fnmatchcase(key, pattern):
+                return replace(base, **values)
+        return base
+
+    @classmethod
+    def load(cls, path: str | Path) -> JudgingSettings:
+        """Settings from ``path``; the defaults if the file does not exist."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return cls()
+        except OSError as err:
+            raise InputError(f"{path}: cannot read ({err.strerror})") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise InputError(f"{path}:{where}: not valid YAML; fix the syntax") from None
+        return cls.from_mapping(data if data is not None else {}, str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, source: str = "judging settings") -> JudgingSettings:
+        if not isinstance(data, Mapping):
+            raise InputError(f"{source}: expected a mapping of settings "
+                             f"({', '.join(TOP_KEYS)}), got {type(data).__name__}")
+        unknown = sorted(str(k) for k in data if k not in TOP_KEYS)
+        if unknown:
+            raise InputError(f"{source}: {unknown[0]}: unknown setting; "
+                             f"use one of {', '.join(TOP_KEYS)}")
+        values = _figure_values(data, source, "")
+        correction = data.get("correction", "holm")
+        if correction not in CORRECTIONS:
+            raise InputError(f"{source}: correction: '{correction}' is not known; "
+                             f"use {' or '.join(CORRECTIONS)}")
+        figures = data.get("figures") or {}
+        if not isinstance(figures, Mapping):
+            raise InputError(f"{source}: figures: expected a mapping of "
+                             "'<check>/<variable>' globs to settings")
+        overrides: list[tuple[str, Mapping[str, float]]] = []
+        for pattern, entry in figures.items():
+            key = f"figures: {pattern}"
+            if not isinstance(pattern, str) or "/" not in pattern:
+                raise InputError(f"{source}: {key}: a figure is named '<check>/<variable>' "
+                                 "(globs allowed, e.g. 'imb_*/lat_*')")
+            if not isinstance(entry, Mapping):
+                raise InputError(f"{source}: {key}: expected a mapping of settings "
+                                 f"({', '.join(FIGURE_KEYS)})")
+            bad = sorted(str(k) for k in entry if k not in FIGURE_KEYS)
+            if bad:
+                raise InputError(f"{source}: {key}: {bad[0]}: unknown figure setting; "
+                                 f"use one of {', '.join(FIGURE_KEYS)}")
+            overrides.append((pattern, _figure_values(entry, source, f"{key}: ")))
+        return cls(correction=correction, overrides=tuple(overrides), **values)
+
+
+def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "k" in data:
+        k = data["k"]
+        if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 1000:
+            raise InputError(f"{source}: {prefix}k: '{k}' must be a whole number of runs "
+                             "from 2 to 1000 (the run-to-run spread needs 2)")
+        out["k"] = k
+    for name, low, high in (("threshold", 0.0, 1.0), ("alpha", 0.0, 0.5),
+                            ("min_spread", 0.0, 1.0)):
+        if name in data:
+            value = _fraction(data[name])
+            if value is None or not low <= value < high or (name == "alpha" and value == 0):
+                raise InputError(
+                    f"{source}: {prefix}{name}: '{data[name]}' must be a fraction in "
+                    f"[{low:g}, {high:g}) such as 0.05 or a percentage such as '5%'")
+            out[name] = value
+    return out
+
+
+def _fraction(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None

@@ -1,0 +1,197 @@
+"""``hpcval site new``: a new site from what this machine shows.
+
+It detects the scheduler (Slurm when ``sinfo`` answers, with one ReFrame
+partition per Slurm partition; else the local scheduler), the launcher that
+goes with it (``srun``, else the MPI stack's own ``mpirun``), and writes:
+
+- ``site-configs/<name>/config.py``: a ReFrame configuration built from
+  :mod:`hpcval.rfm.site` (MPI stacks and processor topology are detected when
+  the configuration is read, so it stays right when the machine changes);
+- ``site-configs/<name>/judging.yaml``: the statistical settings, defaults
+  spelled out for review;
+- ``environments/<name>/spack.yaml``: the site's Spack environment, a copy of
+  the ``local`` one to adapt (compilers, externals, target).
+
+References and host expectations are not guessed: ``hpcval validate --site
+<name> --record`` measures them (docs/adding-a-site.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcval.errors import InputError
+from hpcval.fileio import atomic_write
+from hpcval.site import Site, validate_name
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    name: str
+    nodes: int
+    cpus: int
+
+
+def slurm_partitions(timeout: float = 10.0) -> list[SlurmPartition]:
+    """Slurm's partitions as ``sinfo`` reports them; empty without Slurm."""
+    if shutil.which("sinfo") is None:
+        return []
+    try:
+        proc = subprocess.run(["sinfo", "-h", "-o", "%R %D %c"], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    parts: dict[str, SlurmPartition] = {}
+    for line in proc.stdout.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not fields[1].isdigit():
+            continue
+        cpus = int(fields[2].rstrip("+")) if fields[2].rstrip("+").isdigit() else 0
+        old = parts.get(fields[0])
+        nodes = int(fields[1]) + (old.nodes if old else 0)
+        parts[fields[0]] = SlurmPartition(fields[0], nodes, max(cpus, old.cpus if old else 0))
+    return list(parts.values())
+
+
+def _has_accounting() -> bool:
+    if shutil.which("sacct") is None:
+        return False
+    try:
+        proc = subprocess.run(["sacct", "-n", "-X", "-S", "now"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+_HEADER = '''"""ReFrame configuration of the ``{name}`` site, made by ``hpcval site new``.
+
+{what}
+MPI stacks (programming environments) and the processor topology are detected
+when ReFrame reads this file. References: ``references.yaml`` beside it, written
+by ``hpcval validate --site {name} --record`` (docs/adding-a-site.md).
+"""
+
+from pathlib import Path
+
+from hpcval.rfm.site import (
+    common_sections,
+    detected_environments,
+    partition_extras,
+    run_directories,
+    spack_environments,
+)
+
+SITE_DIR = Path(__file__).resolve().parent
+ENVIRONMENTS = detected_environments() + spack_environments("{name}")
+'''
+
+_LOCAL_PARTITION = '''                {{
+                    "name": "default",
+                    "descr": "All cores of this machine",
+                    "scheduler": "local",
+                    "launcher": "mpirun",
+                    "environs": [env["name"] for env in ENVIRONMENTS],
+                    # benchmarks must not share the machine with each other
+                    "max_jobs": 1,
+                    "extras": partition_extras(SITE_DIR),
+                }},
+'''
+
+_SLURM_PARTITION = '''                {{
+                    "name": "{ident}",
+                    "descr": "Slurm partition {name} ({nodes} nodes, {cpus} CPUs each)",
+                    "scheduler": "{scheduler}",
+                    "launcher": "srun",
+                    "access": ["--partition={name}"],
+                    "environs": [env["name"] for env in ENVIRONMENTS],
+                    "max_jobs": 4,
+                    "features": [{features}],
+                    "processor": {{"num_cpus": {cpus}}},
+                    "extras": partition_extras(SITE_DIR),
+                }},
+'''
+
+_SYSTEM = '''
+site_configuration = {{
+    "systems": [
+        {{
+            "name": "{name}",
+            "descr": "{descr}",
+            "hostnames": [".*"],
+            "modules_system": "nomod",
+            **run_directories(SITE_DIR),
+            "partitions": [
+{partitions}            ],
+        }}
+    ],
+    "environments": ENVIRONMENTS,
+    **common_sections(SITE_DIR),
+}}
+'''
+
+JUDGING_TEMPLATE = """# Judging of site {name!r} against its own history (docs/judging.md).
+# k: accepted runs in a figure's baseline; threshold: the smallest relative change
+# that matters; alpha: false-alarm rate over all figures of one run.
+k: 5
+threshold: 0.05
+alpha: 0.05
+# Per figure, by check/variable glob, e.g.:
+# figures:
+#   "imb_pingpong*/lat_*": {{threshold: 0.20}}
+"""
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "part"
+
+
+def config_text(name: str, scheduler: str, partitions: list[SlurmPartition]) -> str:
+    """The ``config.py`` of a new site."""
+    if scheduler == "local":
+        parts = _LOCAL_PARTITION.format()
+        what = "This machine: local scheduler, each MPI stack's own ``mpirun``."
+        descr = "This machine (local scheduler)"
+    else:
+        sched = "slurm" if _has_accounting() else "squeue"
+        parts = "".join(_SLURM_PARTITION.format(
+            ident=_ident(p.name), name=p.name, nodes=p.nodes, cpus=p.cpus, scheduler=sched,
+            features='"internode", "slurm"' if p.nodes > 1 else '"slurm"')
+            for p in partitions)
+        note = ", no accounting database" if sched == "squeue" else ""
+        what = (f"Slurm (scheduler ``{sched}``{note}), ranks started with ``srun``; one "
+                "partition per Slurm partition.")
+        descr = f"Slurm cluster ({len(partitions)} partition(s))"
+    return _HEADER.format(name=name, what=what) + _SYSTEM.format(
+        name=name, descr=descr, partitions=parts)
+
+
+def new_site(name: str, root: Path | None = None, scheduler: str = "auto") -> list[Path]:
+    """Write a new site's files; refuses to touch an existing site."""
+    validate_name(name, "site name")
+    site = Site.load(name, root, must_exist=False)
+    if site.dir.exists():
+        raise InputError(f"{site.dir}: the site exists already; choose another name or "
+                         "edit its files")
+    partitions = slurm_partitions() if scheduler in ("auto", "slurm") else []
+    if scheduler == "slurm" and not partitions:
+        raise InputError("--scheduler slurm: sinfo reports no partition on this machine")
+    chosen = "slurm" if partitions else "local"
+    written = [atomic_write(site.config, config_text(name, chosen, partitions),
+                            "writing the site config"),
+               atomic_write(site.judging, JUDGING_TEMPLATE.format(name=name),
+                            "writing judging settings")]
+    template = site.root / "environments" / "local" / "spack.yaml"
+    target = site.spack_env / "spack.yaml"
+    if template.is_file() and not target.exists():
+        text = template.read_text()
+        written.append(atomic_write(target, (
+            f"# Spack environment of site {name!r}, copied from environments/local by "
+            "`hpcval site new`:\n# declare this system's compilers, MPI and Slurm as "
+            "externals and its target (docs/spack.md).\n") + text, "writing spack.yaml"))
+    return written

@@ -1,0 +1,165 @@
+"""A site: the one object every part of hpcval reaches a site's files through.
+
+A site is a directory ``site-configs/<name>/`` holding its ReFrame
+configuration, references, host expectations, tuning and judging settings; its
+Spack environment is ``environments/<name>/`` (named by the site); its results
+store is ``var/<name>/`` (or ``$HPCVAL_VAR/<name>``). Checks reach it through
+their partition (:meth:`Site.of_test`), the command line and scheduled runs
+through :meth:`Site.load`.
+
+A site name is a name, never a path or a piece of shell: ReFrame expands
+``$(...)`` and variables in configuration paths, and job scripts are shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcval.errors import InputError, SiteError
+from hpcval.paths import project_root
+
+#: What a site name may be: letters, digits, ``.``, ``_``, ``-``; 64 at most.
+SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+#: Characters a shell or ReFrame's path expansion would act on.
+_UNSAFE_PATH = re.compile(r"[$`;&|<>(){}\\\"'\s*?!\[\]#~]")
+
+CONFIG_FILE = "config.py"
+REFERENCES_FILE = "references.yaml"
+HOST_EXPECTATIONS_FILE = "host-expectations.yaml"
+TUNING_FILE = "mpi-tuning.yaml"
+JUDGING_FILE = "judging.yaml"
+
+#: Partition extra that names the site directory (set by ``partition_extras``).
+SITE_DIR_EXTRA = "site_dir"
+
+
+def validate_name(name: str, what: str = "--site") -> str:
+    """``name`` if it is a valid site name, else an :class:`InputError`."""
+    if not isinstance(name, str) or not SITE_NAME.fullmatch(name):
+        raise InputError(
+            f"{what} {name!r}: not a site name (letters, digits, '.', '_' and '-', starting "
+            "with a letter or digit, at most 64; a name under site-configs/, not a path)")
+    return name
+
+
+def safe_path(path: str | Path, what: str) -> Path:
+    """``path`` if no character in it would be expanded by a shell or by
+    ReFrame's configuration (``$``, backticks, ``;``, spaces, ...)."""
+    text = str(path)
+    bad = _UNSAFE_PATH.search(text)
+    if bad:
+        raise InputError(f"{what} {text!r}: character {bad.group()!r} is not allowed in a path "
+                         "hpcval hands to ReFrame or a job script; use a plain directory name")
+    return Path(text)
+
+
+def var_base(root: Path) -> Path:
+    """Where results stores live: ``$HPCVAL_VAR`` or ``<root>/var``."""
+    env = os.environ.get("HPCVAL_VAR")
+    return safe_path(env, "HPCVAL_VAR") if env else root / "var"
+
+
+@dataclass(frozen=True)
+class Site:
+    """One site: its files in the checkout and its results store."""
+
+    name: str
+    root: Path
+
+    @classmethod
+    def load(cls, name: str, root: Path | None = None, must_exist: bool = True) -> Site:
+        """The site ``name`` of the checkout ``root``; the name is validated
+        and, with ``must_exist``, its directory must hold a ``config.py``."""
+        validate_name(name)
+        site = cls(name, (root or project_root()).resolve())
+        if must_exist:
+            if not site.dir.is_dir():
+                known = ", ".join(known_sites(site.root)) or "none"
+                raise SiteError(f"{site.dir}: no such site (known sites: {known}); "
+                                f"create one with `hpcval site new {name}`")
+            if not site.config.is_file():
+                raise SiteError(f"{site.config}: site has no ReFrame configuration")
+        return site
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> Site:
+        """The site whose directory is ``path`` (``site-configs/<name>``)."""
+        path = Path(path).resolve()
+        validate_name(path.name, "site directory")
+        safe_path(path, "site directory")
+        return cls(path.name, path.parent.parent)
+
+    @classmethod
+    def of_test(cls, test: Any) -> Site:
+        """The site a ReFrame test runs on, from its partition's extras."""
+        extras = test.current_partition.extras
+        configured = extras.get(SITE_DIR_EXTRA)
+        if configured:
+            return cls.from_dir(configured)
+        refs = extras.get("references")
+        if refs:
+            return cls.from_dir(Path(refs).parent)
+        raise SiteError(
+            f"partition {test.current_partition.fullname!r} has no extras.{SITE_DIR_EXTRA}: "
+            "give every partition `extras: partition_extras(SITE_DIR)` in the site config "
+            "(docs/adding-a-site.md)")
+
+    @property
+    def dir(self) -> Path:
+        return self.root / "site-configs" / self.name
+
+    @property
+    def config(self) -> Path:
+        return self.dir / CONFIG_FILE
+
+    @property
+    def references(self) -> Path:
+        return self.dir / REFERENCES_FILE
+
+    @property
+    def host_expectations(self) -> Path:
+        return self.dir / HOST_EXPECTATIONS_FILE
+
+    @property
+    def tuning(self) -> Path:
+        return self.dir / TUNING_FILE
+
+    @property
+    def judging(self) -> Path:
+        return self.dir / JUDGING_FILE
+
+    @property
+    def spack_env(self) -> Path:
+        return self.root / "environments" / self.name
+
+    @property
+    def var(self) -> Path:
+        return var_base(self.root) / self.name
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.var / "reports"
+
+    @property
+    def html_dir(self) -> Path:
+        return self.var / "html"
+
+    @property
+    def history_db(self) -> Path:
+        return self.var / "history.sqlite"
+
+    def report_path(self, run_id: str) -> Path:
+        return self.reports_dir / f"run-report-{run_id}.json"
+
+
+def known_sites(root: Path) -> list[str]:
+    base = root / "site-configs"
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir()
+                  if p.is_dir() and SITE_NAME.fullmatch(p.name) and (p / CONFIG_FILE).is_file())

@@ -1,0 +1,385 @@
+"""The results store: every run of a site, its figures and their samples.
+
+An embedded SQLite database, ``var/<site>/history.sqlite``, beside the JSON run
+reports ReFrame writes (``var/<site>/reports/``). The reports are the record;
+the database is an index over them that can be rebuilt from them at any time
+(:meth:`Store.rebuild`), so a corrupt or lost database loses nothing. SQLite
+needs no server, survives a crash mid-write (a transaction either lands whole
+or not at all) and lets two runs finishing at once both write (WAL journal,
+busy timeout). ReFrame's own results database does not keep samples within a
+run, nor hpcval's verdicts and provenance; it is switched off in site configs.
+
+Schema (one row per):
+- ``runs``: run id, site, start/end, result, accepted (counted in baselines),
+  report path, provenance (host, ReFrame, command, fabric, host fingerprint);
+- ``cases``: test case of a run: check, parameters, system, partition,
+  environment, MPI stack, software spec, result, failure phase and reason;
+- ``figures``: judged figure of a case: value (the median of its samples),
+  unit, direction, the samples themselves, reference band, band result;
+- ``verdicts``: the statistical verdict of a figure against its history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcval.errors import HpcvalError, StoreError
+from hpcval.fileio import os_fault
+
+SCHEMA_VERSION = 1
+SAMPLES_FILE = "hpcval-samples.json"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, site TEXT NOT NULL, started REAL, finished REAL,
+    result TEXT NOT NULL, accepted INTEGER NOT NULL, report TEXT NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS cases (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    case_key TEXT NOT NULL, check_name TEXT NOT NULL, params TEXT NOT NULL,
+    system TEXT, partition TEXT, environ TEXT, mpi_stack TEXT, software_spec TEXT,
+    nodes TEXT, result TEXT NOT NULL, fail_phase TEXT, fail_reason TEXT,
+    PRIMARY KEY (run_id, case_key));
+CREATE TABLE IF NOT EXISTS figures (
+    run_id TEXT NOT NULL, case_key TEXT NOT NULL, variable TEXT NOT NULL,
+    unit TEXT, better TEXT, value REAL, samples TEXT NOT NULL,
+    reference REAL, lower REAL, upper REAL, band_result TEXT,
+    PRIMARY KEY (run_id, case_key, variable),
+    FOREIGN KEY (run_id, case_key) REFERENCES cases(run_id, case_key) ON DELETE CASCADE);
+CREATE TABLE IF NOT EXISTS verdicts (
+    run_id TEXT NOT NULL, case_key TEXT NOT NULL, variable TEXT NOT NULL,
+    outcome TEXT NOT NULL, detail TEXT NOT NULL,
+    PRIMARY KEY (run_id, case_key, variable));
+CREATE INDEX IF NOT EXISTS figures_by_series ON figures(case_key, variable);
+"""
+
+
+def case_key(display_name: str, system: str, partition: str, environ: str) -> str:
+    """The identity of a test case across runs: check with its parameters,
+    where it ran, and with which programming environment."""
+    return f"{display_name}@{system}:{partition}+{environ}"
+
+
+@dataclass
+class FigureRecord:
+    variable: str
+    unit: str
+    better: str
+    value: float | None
+    samples: list[float]
+    reference: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    band_result: str | None = None
+
+
+@dataclass
+class CaseRecord:
+    key: str
+    check: str
+    params: dict[str, str]
+    system: str
+    partition: str
+    environ: str
+    mpi_stack: str
+    software_spec: str
+    nodes: str
+    result: str
+    fail_phase: str | None
+    fail_reason: str | None
+    figures: list[FigureRecord] = field(default_factory=list)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    site: str
+    started: float | None
+    finished: float | None
+    result: str
+    accepted: bool
+    report: str
+    provenance: dict[str, Any]
+    cases: list[CaseRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One run's figure, for history, trend and judging."""
+
+    run_id: str
+    started: float | None
+    accepted: bool
+    case_key: str
+    variable: str
+    unit: str
+    better: str
+    value: float | None
+    samples: list[float]
+    band_result: str | None
+
+
+def _finite(values: Any) -> list[float]:
+    out = []
+    for v in values if isinstance(values, list) else []:
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def _read_samples(case: Any) -> dict[str, Any]:
+    for d in (case.outputdir, case.stagedir):
+        if not d:
+            continue
+        path = Path(d) / SAMPLES_FILE
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def records_from_report(report: Any, run_id: str, site: str,
+                        provenance: dict[str, Any] | None = None) -> RunRecord:
+    """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.report`)
+    and the samples files its cases left in their output directories."""
+    from hpcval.figures import better_direction
+
+    s = report.session
+    failed = bool(report.failures)
+    prov = {"hostname": s.get("hostname"), "reframe": s.get("version"),
+            "cmdline": s.get("cmdline"), "user": s.get("user"), **(provenance or {})}
+    run = RunRecord(run_id, site, s.get("time_start_unix"), s.get("time_end_unix"),
+                    "fail" if failed else "pass", not failed, str(report.path), prov)
+    for c in report.cases:
+        params = {p.split("=", 1)[0].lstrip("%"): p.split("=", 1)[1]
+                  for p in c.display_name.split()[1:] if p.startswith("%") and "=" in p}
+        raw = c.raw
+        nodes = raw.get("job_nodelist") or []
+        rec = CaseRecord(
+            case_key(c.display_name, c.system, c.partition, c.environ), c.check, params,
+            c.system, c.partition, c.environ, c.mpi_stack, str(raw.get("software_spec", "")),
+            ",".join(nodes) if isinstance(nodes, list) else str(nodes), c.result,
+            c.fail_phase, c.fail_reason)
+        samples = _read_samples(c) if c.perf else {}
+        for p in c.perf:
+            value = p.value if isinstance(p.value, int | float) and p.value is not None \
+                and math.isfinite(p.value) else None
+            sdata = samples.get(p.variable) if isinstance(samples.get(p.variable), dict) else {}
+            vals = _finite(sdata.get("samples"))
+            if not vals and value is not None:
+                vals = [value]
+            better = sdata.get("better") if sdata.get("better") in ("higher", "lower") \
+                else better_direction(p.variable, p.unit)
+            rec.figures.append(FigureRecord(p.variable, p.unit, better, value, vals,
+                                            p.reference, p.lower, p.upper, p.result))
+        run.cases.append(rec)
+    return run
+
+
+def verdicts_path(report: Path) -> Path:
+    """Where the verdicts and acceptance of a run are kept:
+    ``var/<site>/verdicts/<run id>.json`` beside ``reports/``."""
+    return report.parent.parent / "verdicts" / (report.stem.removeprefix("run-report-") + ".json")
+
+
+def run_reports(reports_dir: Path) -> list[Path]:
+    """The run reports in a results store, oldest first."""
+    return sorted(reports_dir.glob("run-report-*.json"))
+
+
+def _saved_verdicts(report: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(verdicts_path(report).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class Store:
+    """The results store of one site (``var/<site>/history.sqlite``)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    # -- connection -------------------------------------------------------
+    def _repair_hint(self) -> str:
+        site = self.path.parent.name
+        return (f"rebuild it from the run reports with `hpcval store rebuild --site {site}` "
+                "(the broken file is kept aside)")
+
+    @contextlib.contextmanager
+    def connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+        if not write and not self.path.exists():
+            raise StoreError(f"{self.path}: no results store yet; run "
+                             f"`hpcval validate --site {self.path.parent.name}` first")
+        try:
+            if write:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=60.0)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: cannot open the results store: {err}") from None
+        except OSError as err:
+            raise os_fault(self.path, err, "opening the results store") from None
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            if write:
+                conn.execute("PRAGMA journal_mode = WAL")
+            ok = conn.execute("PRAGMA quick_check").fetchone()
+            if not ok or ok[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {ok[0] if ok else 'no answer'}")
+            if write:
+                conn.executescript(_SCHEMA)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
+                             (str(SCHEMA_VERSION),))
+            version = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if version is None or int(version[0]) != SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"schema version {version and version[0]}, "
+                                            f"expected {SCHEMA_VERSION}")
+            yield conn
+            conn.commit()
+        except sqlite3.OperationalError as err:
+            conn.rollback()
+            text = str(err)
+            if "disk" in text and "full" in text:
+                raise StoreError(f"{self.path}: disk full while writing the results store; "
+                                 "free space and run `hpcval store rebuild`") from None
+            if "readonly" in text or "read-only" in text:
+                raise StoreError(f"{self.path}: the results store is read-only; make it "
+                                 "writable") from None
+            if "locked" in text:
+                raise StoreError(f"{self.path}: the results store stayed locked by another "
+                                 "process for 60 s") from None
+            raise StoreError(f"{self.path}: results store unusable ({text}); "
+                             f"{self._repair_hint()}") from None
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: results store is corrupt ({err}); "
+                             f"{self._repair_hint()}") from None
+        finally:
+            conn.close()
+
+    # -- writing ----------------------------------------------------------
+    def add_run(self, run: RunRecord) -> None:
+        """Store a run in one transaction (all of it or nothing). A run id
+        already stored is an error: nothing stored is ever overwritten."""
+        with self.connect(write=True) as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE run_id=?", (run.run_id,)).fetchone():
+                raise StoreError(f"{self.path}: run {run.run_id} is stored already")
+            self._insert(conn, run)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, run: RunRecord) -> None:
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                     (run.run_id, run.site, run.started, run.finished, run.result,
+                      int(run.accepted), run.report, json.dumps(run.provenance, default=str)))
+        for c in run.cases:
+            conn.execute("INSERT INTO cases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         (run.run_id, c.key, c.check, json.dumps(c.params, sort_keys=True),
+                          c.system, c.partition, c.environ, c.mpi_stack, c.software_spec,
+                          c.nodes, c.result, c.fail_phase, c.fail_reason))
+            for f in c.figures:
+                conn.execute("INSERT INTO figures VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                             (run.run_id, c.key, f.variable, f.unit, f.better, f.value,
+                              json.dumps(f.samples), f.reference, f.lower, f.upper,
+                              f.band_result))
+
+    def set_verdicts(self, run_id: str, verdicts: list[tuple[str, str, str, dict[str, Any]]],
+                     result: str, accepted: bool) -> None:
+        """Store a run's verdicts (case key, variable, outcome, detail) and its
+        overall result; a run with a regression is not accepted into baselines."""
+        with self.connect(write=True) as conn:
+            conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
+                             [(run_id, k, v, o, json.dumps(d, default=str))
+                              for k, v, o, d in verdicts])
+            conn.execute("UPDATE runs SET result=?, accepted=? WHERE run_id=?",
+                         (result, int(accepted), run_id))
+
+    def set_accepted(self, run_id: str, accepted: bool) -> None:
+        with self.connect(write=True) as conn:
+            cur = conn.execute("UPDATE runs SET accepted=? WHERE run_id=?",
+                               (int(accepted), run_id))
+            if cur.rowcount == 0:
+                raise HpcvalError(f"{self.path}: no run {run_id!r} (see `hpcval history`)")
+
+    # -- reading ----------------------------------------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        with self.connect() as conn:
+            conn.row_factory = sqlite3.Row
+            return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY run_id")]
+
+    def history(self, check: str | None = None, variable: str | None = None,
+                case: str | None = None, before: str | None = None) -> list[HistoryPoint]:
+        """Figures of every stored run, oldest first, of cases whose check passed
+        its sanity (a case that failed before producing figures has none)."""
+        query = ("SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
+                 "f.better, f.value, f.samples, f.band_result FROM figures f "
+                 "JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
+                 "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
+        args: list[Any] = []
+        for clause, value in (("c.check_name=?", check), ("f.variable=?", variable),
+                              ("f.case_key=?", case), ("f.run_id<?", before)):
+            if value is not None:
+                query += f" AND {clause}"
+                args.append(value)
+        with self.connect() as conn:
+            rows = conn.execute(query + " ORDER BY f.run_id", args).fetchall()
+        return [HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
+                             r[7], _finite(json.loads(r[8])), r[9]) for r in rows]
+
+    def verdicts(self, run_id: str) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+        with self.connect() as conn:
+            rows = conn.execute("SELECT case_key, variable, outcome, detail FROM verdicts "
+                                "WHERE run_id=?", (run_id,)).fetchall()
+        return {(r[0], r[1]): (r[2], json.loads(r[3])) for r in rows}
+
+    # -- repair -----------------------------------------------------------
+    def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
+        """Make the database anew from the run reports; the old file (if any)
+        is kept aside as ``history.sqlite.<time>.broken``. Returns the number
+        of runs stored, the reports that could not be read, and the old file."""
+        from hpcval.report import load_run_report
+
+        kept = None
+        if self.path.exists():
+            kept = self.path.with_name(
+                f"{self.path.name}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.broken")
+            try:
+                self.path.rename(kept)
+                for suffix in ("-wal", "-shm"):
+                    side = self.path.with_name(self.path.name + suffix)
+                    if side.exists():
+                        side.rename(kept.with_name(kept.name + suffix))
+            except OSError as err:
+                raise os_fault(self.path, err, "moving the broken store aside") from None
+        skipped: list[str] = []
+        count = 0
+        with self.connect(write=True) as conn:
+            for path in sorted(reports):
+                run_id = path.stem.removeprefix("run-report-")
+                try:
+                    report = load_run_report(path)
+                except HpcvalError as err:
+                    skipped.append(str(err))
+                    continue
+                run = records_from_report(report, run_id, site)
+                saved = _saved_verdicts(path)
+                if saved:
+                    run.result = str(saved.get("result", run.result))
+                    run.accepted = bool(saved.get("accepted", run.result == "pass"))
+                self._insert(conn, run)
+                conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
+                                 [(run_id, k, v, o, json.dumps(d, default=str))
+                                  for k, v, o, d in saved.get("verdicts", [])])
+                count += 1
+        return count, skipped, kept

@@ -1,0 +1,111 @@
+"""Every figure's history with its change points, as text and as HTML.
+
+A series is one figure of one test case across the site's stored runs (the
+run's median, and its samples). Change points are found on the run medians
+by :func:`hpcval.judging.change_points` (e-divisive means, as MongoDB's and
+Apache Otava's performance CI do), so a slow drift over many runs or a step
+that one noisy run cannot show is still found.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from hpcval.store import HistoryPoint
+
+
+@dataclass
+class Series:
+    case_key: str
+    variable: str
+    unit: str
+    better: str
+    points: list[HistoryPoint] = field(default_factory=list)
+    change_points: list[Any] = field(default_factory=list)
+
+    @property
+    def medians(self) -> list[float]:
+        return [median(p.samples) if p.samples else float("nan") for p in self.points]
+
+
+def build(points: list[HistoryPoint]) -> list[Series]:
+    """Group stored figures into series and find their change points."""
+    from hpcval import judging
+
+    grouped: dict[tuple[str, str], Series] = {}
+    for p in points:
+        if not p.samples:
+            continue
+        s = grouped.setdefault((p.case_key, p.variable),
+                               Series(p.case_key, p.variable, p.unit, p.better))
+        s.points.append(p)
+    for s in grouped.values():
+        s.change_points = judging.change_points(s.medians, better=s.better)
+    return [grouped[k] for k in sorted(grouped)]
+
+
+def _pct(v: float | None) -> str:
+    return f"{100 * v:+.1f} %" if v is not None else "-"
+
+
+def text(series: list[Series]) -> str:
+    lines = []
+    for s in series:
+        head = f"{s.case_key}  {s.variable} [{s.unit}]: {len(s.points)} run(s)"
+        if not s.change_points:
+            lines.append(f"{head}, no change point")
+            continue
+        lines.append(f"{head}, {len(s.change_points)} change point(s):")
+        for cp in s.change_points:
+            run = s.points[cp.index].run_id
+            lines.append(f"  at run {run}: {cp.before:.4g} -> {cp.after:.4g} {s.unit} "
+                         f"({_pct(cp.change)}, p = {cp.p_value:.2g})")
+    return "\n".join(lines) + "\n"
+
+
+def plot(s: Series) -> str:
+    """One figure: samples (dots), run medians (line), change points (red)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.2, 2.6))
+    xs = list(range(len(s.points)))
+    for x, p in zip(xs, s.points, strict=True):
+        ax.plot([x] * len(p.samples), p.samples, ".", color="tab:gray", alpha=0.4, ms=3)
+    ax.plot(xs, s.medians, marker="o", ms=3, color="tab:blue", label="run median")
+    for cp in s.change_points:
+        ax.axvline(cp.index - 0.5, color="tab:red", lw=1.5,
+                   label=f"change {_pct(cp.change)}")
+    rejected = [x for x, p in zip(xs, s.points, strict=True) if not p.accepted]
+    if rejected:
+        ax.plot(rejected, [s.medians[x] for x in rejected], "x", color="tab:red",
+                label="not in baselines")
+    ax.set_xlabel("run (oldest first)")
+    ax.set_ylabel(f"{s.variable} [{s.unit}]")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="x-small", loc="best")
+    ax.set_title(s.case_key, fontsize="small")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def html_section(series: list[Series], title: str = "Trends") -> str:
+    esc = html.escape
+    parts = [f"<h2>{esc(title)}</h2><p>Each figure over the site's stored runs: grey dots are "
+             "samples, the line joins run medians, red lines mark change points "
+             "(docs/judging.md).</p><div class='grid'>"]
+    for s in series:
+        parts.append(f"<figure><img src='{plot(s)}' alt='{esc(s.variable)}'>"
+                     f"<figcaption>{esc(s.case_key)} {esc(s.variable)}</figcaption></figure>")
+    parts.append("</div>")
+    return "".join(parts)

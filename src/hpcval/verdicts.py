@@ -1,0 +1,207 @@
+"""A run against its history: store it, judge every figure, say what changed.
+
+After ReFrame has run, :func:`store_and_judge` stores the run in the site's
+results store (:mod:`hpcval.store`) with its samples and provenance, then
+judges every figure of every passed case against the same figure in the last
+K accepted runs of the same case (:mod:`hpcval.judging`, settings in
+``site-configs/<site>/judging.yaml``). The verdicts are stored with the run and
+shown beside the reference bands; ``regressed`` fails the run. A regressed run
+is not accepted into later baselines until a person accepts it
+(``hpcval history accept RUN``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from hpcval.errors import HpcvalError, StoreError
+from hpcval.fileio import atomic_write
+from hpcval.report import RunReport
+from hpcval.site import Site
+from hpcval.store import HistoryPoint, Store, records_from_report, verdicts_path
+
+#: Outcomes that say nothing is wrong with a figure.
+QUIET = {"pass", "no-baseline"}
+
+
+@dataclass
+class Judged:
+    """What judging a run produced, for the console, the HTML and the exit code."""
+
+    text: str = ""
+    html_sections: list[str] = field(default_factory=list)
+    regressed: bool = False
+    store_error: HpcvalError | None = None
+    verdicts: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+
+
+def provenance(site: Site) -> dict[str, Any]:
+    """Where and on what a run ran, beyond what ReFrame's report says."""
+    prov: dict[str, Any] = {"kernel": platform.release(), "machine": platform.machine()}
+    if site.name == "lab":
+        try:
+            from hpcval.lab.cluster import current_fabric
+
+            prov["fabric"] = current_fabric()
+        except Exception:  # noqa: BLE001 - the lab may be down; provenance is best effort
+            prov["fabric"] = None
+    return prov
+
+
+def _verdicts_file(site: Site, run_id: str) -> Path:
+    return verdicts_path(site.report_path(run_id))
+
+
+def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
+    """Samples of the last ``k`` accepted runs of one figure (oldest first)."""
+    accepted = [p for p in points if p.accepted and p.samples]
+    return [p.samples for p in accepted[-k:]]
+
+
+def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
+                    ) -> Judged:
+    """Store the run; unless ``record``, judge it and store the verdicts."""
+    judged = Judged()
+    store = Store(site.history_db)
+    run = records_from_report(report, run_id, site.name, provenance(site))
+    try:
+        store.add_run(run)
+    except StoreError as err:
+        judged.store_error = err
+        return judged
+    if record:
+        judged.text = ("\nRecorded: nothing judged (--record); every figure is stored with "
+                       "its samples as the first run of the site's history.\n")
+        return judged
+    from hpcval import judging
+
+    try:
+        settings = judging.load_settings(site.judging)
+        items = []
+        for case in run.cases:
+            if case.result not in ("pass", "fail"):
+                continue
+            for fig in case.figures:
+                if not fig.samples:
+                    continue
+                fs = settings.for_figure(case.check, fig.variable)
+                hist = store.history(case=case.key, variable=fig.variable, before=run_id)
+                items.append(judging.FigureInput(
+                    key=(case.key, fig.variable), baseline=baselines(hist, fs.k),
+                    current=fig.samples, better=fig.better, settings=fs))
+        results = judging.judge_run(items, settings)
+    except StoreError as err:
+        judged.store_error = err
+        return judged
+    for item, verdict in zip(items, results, strict=True):
+        case_key, variable = item.key
+        judged.verdicts.append((case_key, variable, verdict.outcome, verdict.as_dict()))
+    judged.regressed = any(o == "regressed" for _, _, o, _ in judged.verdicts)
+    result = "regressed" if judged.regressed else run.result
+    try:
+        store.set_verdicts(run_id, judged.verdicts, result,
+                           accepted=run.accepted and not judged.regressed)
+        atomic_write(_verdicts_file(site, run_id),
+                     json.dumps({"result": result,
+                                 "accepted": run.accepted and not judged.regressed,
+                                 "verdicts": judged.verdicts}, indent=1, default=str),
+                     "writing the run's verdicts")
+    except HpcvalError as err:
+        judged.store_error = err
+    judged.text = verdict_text(judged.verdicts)
+    judged.html_sections = [verdict_html(judged.verdicts)]
+    return judged
+
+
+def stored(site: Site, run_id: str, report: RunReport) -> Judged:
+    """The verdicts stored with a run (for ``hpcval report``)."""
+    path = _verdicts_file(site, run_id)
+    judged = Judged()
+    try:
+        data = json.loads(path.read_text())
+        judged.verdicts = [tuple(v) for v in data.get("verdicts", [])]  # type: ignore[misc]
+    except (OSError, ValueError):
+        return judged
+    judged.regressed = any(v[2] == "regressed" for v in judged.verdicts)
+    judged.text = verdict_text(judged.verdicts)
+    judged.html_sections = [verdict_html(judged.verdicts)]
+    return judged
+
+
+def _num(v: Any) -> str:
+    if not isinstance(v, int | float):
+        return "-"
+    mag = abs(v)
+    return f"{v:,.0f}" if mag >= 1000 else f"{v:.1f}" if mag >= 10 else f"{v:.3g}"
+
+
+def _pct(v: Any) -> str:
+    return f"{100 * v:+.1f} %" if isinstance(v, int | float) else "-"
+
+
+def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> str:
+    """One line a person reads: what changed, by how much, how sure."""
+    unit = d.get("unit", "")
+    text = (f"{outcome.upper()} {case_key} {variable}: baseline median "
+            f"{_num(d.get('baseline_median'))} {unit}, now {_num(d.get('current_median'))} "
+            f"{unit}".rstrip())
+    if d.get("change") is not None:
+        text += f", change {_pct(d.get('change'))}"
+        if d.get("ci_low") is not None and d.get("ci_high") is not None:
+            text += f" [CI {_pct(d['ci_low'])} .. {_pct(d['ci_high'])}]"
+    if d.get("p_value") is not None:
+        text += f", p = {d['p_value']:.2g}"
+        if d.get("p_adjusted") is not None:
+            text += f" (adjusted {d['p_adjusted']:.2g})"
+    if d.get("note"):
+        text += f"; {d['note']}"
+    return text
+
+
+def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+    if not verdicts:
+        return ""
+    counts: dict[str, int] = {}
+    for _, _, outcome, _ in verdicts:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    order = ["regressed", "warn", "inconclusive", "improved", "pass", "no-baseline"]
+    summary = ", ".join(f"{counts[o]} {o}" for o in order if o in counts)
+    lines = [describe(k, v, o, d) for k, v, o, d in verdicts if o not in QUIET]
+    out = "\nAgainst the site's history (docs/judging.md):\n"
+    out += "".join(f"  {line}\n" for line in lines)
+    return out + f"History verdicts: {summary}\n"
+
+
+def verdict_html(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+    esc = html.escape
+    rows = []
+    for key, var, outcome, d in sorted(verdicts, key=lambda v: (v[2] in QUIET, v[0], v[1])):
+        cls = "FAIL" if outcome == "regressed" else ("PASS" if outcome == "pass" else "")
+        rows.append(
+            f"<tr><td>{esc(key)}</td><td>{esc(var)}</td>"
+            f"<td class='num'>{esc(_num(d.get('baseline_median')))}</td>"
+            f"<td class='num'>{esc(_num(d.get('current_median')))} {esc(d.get('unit', ''))}</td>"
+            f"<td class='num'>{esc(_pct(d.get('change')))}</td>"
+            f"<td class='num'>{esc(_pct(d.get('ci_low')))} .. {esc(_pct(d.get('ci_high')))}</td>"
+            f"<td class='num'>{esc(_num(d.get('p_adjusted', d.get('p_value'))))}</td>"
+            f"<td class='{cls}'>{esc(outcome)}</td><td>{esc(str(d.get('note', '')))}</td></tr>")
+    return ("<h2>Against the site's history</h2><p>Each figure against the same figure in "
+            "the site's last accepted runs (docs/judging.md).</p><table><tr><th>case</th>"
+            "<th>figure</th><th>baseline median</th><th>now</th><th>change</th>"
+            "<th>confidence interval</th><th>p (adjusted)</th><th>verdict</th><th>note</th>"
+            "</tr>" + "".join(rows) + "</table>")
+
+
+def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:
+    """After ``validate --record``: the site's references and host
+    expectations from what this run measured (existing files are backed up)."""
+    from hpcval import contract
+
+    written = contract.write_from_history(site, runs=[run_id])
+    for path in written:
+        print(f"wrote {path} (review it before committing)", file=out)

@@ -1,0 +1,179 @@
+"""Site names, run ids, the per-site lock, atomic writes and the results store."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from hpcval.contract import band
+from hpcval.errors import EnvironmentFault, InputError, LockTimeout, StoreError
+from hpcval.fileio import atomic_write, keep_backup
+from hpcval.lock import site_lock
+from hpcval.report import load_run_report
+from hpcval.runid import new_run_id, valid
+from hpcval.site import Site, safe_path, validate_name
+from hpcval.store import Store, records_from_report, run_reports
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+
+
+@pytest.mark.parametrize("name", ["local", "lab", "gcp-c2.impi_2"])
+def test_site_names_accepted(name):
+    assert validate_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "../site-configs/local", "a/b", "$(touch X)", "a;b",
+                                  "`id`", "a b", ".hidden", "-rf", "x" * 65])
+def test_site_names_refused(name, tmp_path):
+    with pytest.raises(InputError, match="not a site name"):
+        Site.load(name, ROOT)
+    assert not (tmp_path / "X").exists()
+
+
+def test_site_files_and_unknown_site():
+    site = Site.load("local", ROOT)
+    assert site.config == ROOT / "site-configs/local/config.py"
+    assert site.references.name == "references.yaml"
+    assert site.spack_env == ROOT / "environments/local"
+    with pytest.raises(InputError, match="no such site.*known sites: .*local"):
+        Site.load("nosuchsite", ROOT)
+
+
+@pytest.mark.parametrize("path", ["/tmp/$(touch X)", "/tmp/a;b", "/tmp/a b", "/tmp/`id`"])
+def test_unsafe_paths_refused(path):
+    with pytest.raises(InputError, match="not allowed"):
+        safe_path(path, "HPCVAL_VAR")
+
+
+def test_run_ids_unique_within_one_second():
+    now = time.time()
+    ids = {new_run_id(now) for _ in range(200)}
+    assert len(ids) == 200 and all(valid(i) for i in ids)
+    assert sorted([new_run_id(now - 10), new_run_id(now)])[0].startswith(
+        time.strftime("%Y%m%dT%H%M%S", time.gmtime(now - 10)))
+
+
+def _hold(path: str, seconds: float, ready) -> None:
+    with site_lock(Path(path), "validate run test-holder", 5):
+        ready.set()
+        time.sleep(seconds)
+
+
+def test_lock_waits_then_names_the_holder(tmp_path):
+    lock = tmp_path / "validate.lock"
+    ready = multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold, args=(str(lock), 3.0, ready))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        with pytest.raises(LockTimeout, match=rf"held by pid {holder.pid} .*test-holder"):
+            with site_lock(lock, "second", 0.5):
+                pass
+        start = time.monotonic()
+        with site_lock(lock, "third", 30):  # waits until the holder is done
+            assert time.monotonic() - start > 0.5
+    finally:
+        holder.join(10)
+
+
+def test_lock_released_when_holder_dies(tmp_path):
+    lock = tmp_path / "validate.lock"
+    ready = multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold, args=(str(lock), 60.0, ready))
+    holder.start()
+    assert ready.wait(10)
+    holder.kill()
+    holder.join(10)
+    with site_lock(lock, "after a crash", 5):
+        pass
+
+
+def test_atomic_write_and_unique_backups(tmp_path):
+    target = tmp_path / "references.yaml"
+    atomic_write(target, "a: 1\n")
+    backups = {keep_backup(target) for _ in range(20)}
+    assert len(backups) == 20 and all(b.read_text() == "a: 1\n" for b in backups)
+    atomic_write(target, "a: 2\n")
+    assert target.read_text() == "a: 2\n"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_atomic_write_read_only_names_the_path(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    with pytest.raises(EnvironmentFault, match=rf"{ro}.*not writable"):
+        atomic_write(ro / "x", "y")
+
+
+def _stored_report(tmp_path: Path, name: str = "lab-1g-run-report.json") -> Path:
+    text = (DATA / "compare" / name).read_text().replace("@DATA@", str(DATA / "compare"))
+    path = tmp_path / "reports" / f"run-report-{new_run_id()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_store_keeps_runs_and_refuses_overwrite(tmp_path):
+    store = Store(tmp_path / "history.sqlite")
+    path = _stored_report(tmp_path)
+    run_id = path.stem.removeprefix("run-report-")
+    run = records_from_report(load_run_report(path), run_id, "lab")
+    store.add_run(run)
+    with pytest.raises(StoreError, match="stored already"):
+        store.add_run(run)
+    points = store.history(check="imb_pingpong_internode_check", variable="bw_1MiB")
+    assert len(points) == 1 and points[0].better == "higher" and points[0].samples
+    lat = store.history(check="imb_pingpong_internode_check", variable="lat_0B")
+    assert lat[0].better == "lower"
+    assert [r["run_id"] for r in store.runs()] == [run_id]
+
+
+def test_corrupt_store_detected_and_rebuilt(tmp_path):
+    store = Store(tmp_path / "history.sqlite")
+    paths = [_stored_report(tmp_path), _stored_report(tmp_path, "lab-unshaped-run-report.json")]
+    for p in paths:
+        store.add_run(records_from_report(load_run_report(p),
+                                          p.stem.removeprefix("run-report-"), "lab"))
+    data = bytearray(store.path.read_bytes())
+    data[:100] = b"\0garbage" * 12 + b"\0" * 4
+    store.path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"corrupt.*hpcval store rebuild --site"):
+        store.runs()
+    count, skipped, kept = store.rebuild(run_reports(tmp_path / "reports"), "lab")
+    assert count == 2 and not skipped and kept is not None and kept.exists()
+    assert len(store.runs()) == 2
+
+
+def test_store_survives_a_writer_killed_mid_transaction(tmp_path):
+    store = Store(tmp_path / "history.sqlite")
+    path = _stored_report(tmp_path)
+    store.add_run(records_from_report(load_run_report(path), "r1", "lab"))
+    conn = sqlite3.connect(store.path)
+    conn.execute("BEGIN")
+    conn.execute("DELETE FROM figures")
+    conn.close()  # never committed: as if the writer died
+    assert len(store.history()) > 0
+
+
+def test_band_is_one_sided_on_the_worse_side():
+    assert band([[100, 110, 90], [105, 95]], "higher", "MB/s") == [100.0, -0.55, None, "MB/s"]
+    assert band([[2.0, 2.5], [3.0]], "lower", "us") == [2.625, None, 1.286, "us"]
+    assert band([[-1.0]], "lower", "us") is None
+    assert band([], "higher", "MB/s") is None
+
+
+def test_verdict_file_shape_is_json(tmp_path):
+    # the verdicts kept beside a report are plain JSON a script can read
+    path = tmp_path / "verdicts" / "x.json"
+    atomic_write(path, json.dumps({"result": "pass", "accepted": True, "verdicts": []}))
+    assert json.loads(path.read_text())["accepted"] is True
