@@ -126,6 +126,7 @@ class HistoryPoint:
     value: float | None
     samples: list[float]
     band_result: str | None
+    case_result: str = "pass"
 
 
 def _finite(values: Any) -> list[float]:
@@ -160,8 +161,10 @@ def records_from_report(report: Any, run_id: str, site: str,
     failed = bool(report.failures)
     prov = {"hostname": s.get("hostname"), "reframe": s.get("version"),
             "cmdline": s.get("cmdline"), "user": s.get("user"), **(provenance or {})}
+    # a failed case keeps the run's other figures in baselines (each figure's own
+    # case must have passed); only a regression, or a person, leaves a run out
     run = RunRecord(run_id, site, s.get("time_start_unix"), s.get("time_end_unix"),
-                    "fail" if failed else "pass", not failed, str(report.path), prov)
+                    "fail" if failed else "pass", True, str(report.path), prov)
     for c in report.cases:
         params = {p.split("=", 1)[0].lstrip("%"): p.split("=", 1)[1]
                   for p in c.display_name.split()[1:] if p.startswith("%") and "=" in p}
@@ -323,7 +326,7 @@ class Store:
         """Figures of every stored run, oldest first, of cases whose check passed
         its sanity (a case that failed before producing figures has none)."""
         query = ("SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
-                 "f.better, f.value, f.samples, f.band_result FROM figures f "
+                 "f.better, f.value, f.samples, f.band_result, c.result FROM figures f "
                  "JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
                  "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
         args: list[Any] = []
@@ -335,7 +338,7 @@ class Store:
         with self.connect() as conn:
             rows = conn.execute(query + " ORDER BY f.run_id", args).fetchall()
         return [HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
-                             r[7], _finite(json.loads(r[8])), r[9]) for r in rows]
+                             r[7], _finite(json.loads(r[8])), r[9], r[10]) for r in rows]
 
     def verdicts(self, run_id: str) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
         with self.connect() as conn:
@@ -376,7 +379,7 @@ class Store:
                 saved = _saved_verdicts(path)
                 if saved:
                     run.result = str(saved.get("result", run.result))
-                    run.accepted = bool(saved.get("accepted", run.result == "pass"))
+                    run.accepted = bool(saved.get("accepted", run.result != "regressed"))
                 self._insert(conn, run)
                 conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
                                  [(run_id, k, v, o, json.dumps(d, default=str))

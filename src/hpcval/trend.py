@@ -29,6 +29,14 @@ class Series:
     change_points: list[Any] = field(default_factory=list)
 
     @property
+    def worse_now(self) -> bool:
+        """The latest change point moved the figure in its worse direction."""
+        if not self.change_points:
+            return False
+        change = self.change_points[-1].change
+        return change < 0 if self.better == "higher" else change > 0
+
+    @property
     def medians(self) -> list[float]:
         return [median(p.samples) if p.samples else float("nan") for p in self.points]
 
@@ -45,7 +53,7 @@ def build(points: list[HistoryPoint]) -> list[Series]:
                                Series(p.case_key, p.variable, p.unit, p.better))
         s.points.append(p)
     for s in grouped.values():
-        s.change_points = judging.change_points(s.medians, better=s.better)
+        s.change_points = judging.change_points(s.medians)
     return [grouped[k] for k in sorted(grouped)]
 
 

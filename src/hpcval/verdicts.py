@@ -58,9 +58,38 @@ def _verdicts_file(site: Site, run_id: str) -> Path:
 
 
 def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
-    """Samples of the last ``k`` accepted runs of one figure (oldest first)."""
-    accepted = [p for p in points if p.accepted and p.samples]
+    """Samples of the last ``k`` accepted runs of one figure (oldest first):
+    runs not left out of baselines, in which the figure's case passed."""
+    accepted = [p for p in points if p.accepted and p.case_result == "pass" and p.samples]
     return [p.samples for p in accepted[-k:]]
+
+
+def figure_name(case_key: str, variable: str) -> str:
+    """The name judging settings match their globs on:
+    ``<check> [%param=value...]@<system>:<partition>+<environ>/<variable>``."""
+    return f"{case_key}/{variable}"
+
+
+def _as_dict(v: Any, unit: str) -> dict[str, Any]:
+    d = {k: getattr(v, k) for k in ("better", "baseline_median", "current_median", "change",
+                                    "ci_low", "ci_high", "p_value", "p_adjusted", "note",
+                                    "threshold", "baseline_runs", "samples")}
+    d["unit"] = unit
+    if v.needed is not None:
+        d["needed"] = v.needed._asdict()
+    return d
+
+
+def _sustained(points: list[HistoryPoint], current: list[float], better: str, fs: Any,
+               name: str) -> Any:
+    """A worse level that has held over the last runs (change points on the
+    run medians, this run included), or ``None``."""
+    from statistics import median
+
+    from hpcval import judging
+
+    medians = [median(p.samples) for p in points if p.samples] + [median(current)]
+    return judging.sustained_change(medians, better, fs, name=name)
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
@@ -81,26 +110,39 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     from hpcval import judging
 
     try:
-        settings = judging.load_settings(site.judging)
-        items = []
+        settings = judging.JudgingSettings.load(site.judging)
+        figures: dict[str, Any] = {}
+        where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         for case in run.cases:
-            if case.result not in ("pass", "fail"):
-                continue
+            if case.result != "pass":
+                continue  # a failed case is judged by its failure, not its figures
             for fig in case.figures:
                 if not fig.samples:
                     continue
-                fs = settings.for_figure(case.check, fig.variable)
+                name = figure_name(case.key, fig.variable)
+                fs = settings.for_figure(name)
                 hist = store.history(case=case.key, variable=fig.variable, before=run_id)
-                items.append(judging.FigureInput(
-                    key=(case.key, fig.variable), baseline=baselines(hist, fs.k),
-                    current=fig.samples, better=fig.better, settings=fs))
-        results = judging.judge_run(items, settings)
+                figures[name] = judging.FigureData(baselines(hist, fs.k), fig.samples,
+                                                   fig.better)
+                where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
+        results = judging.judge_run(figures, settings)
     except StoreError as err:
         judged.store_error = err
         return judged
-    for item, verdict in zip(items, results, strict=True):
-        case_key, variable = item.key
-        judged.verdicts.append((case_key, variable, verdict.outcome, verdict.as_dict()))
+    for name, verdict in results.items():
+        case_key, variable, unit, hist, current, better = where[name]
+        outcome, detail = verdict.outcome, _as_dict(verdict, unit)
+        if outcome not in ("regressed", "no-baseline"):
+            cp = _sustained(hist, current, better, settings.for_figure(name), name)
+            if cp is not None:
+                outcome = "regressed"
+                detail["note"] = (f"sustained: the level moved from {cp.before:.4g} to "
+                                  f"{cp.after:.4g} {unit} ({100 * cp.change:+.1f} %, Welch "
+                                  f"p = {cp.p_value:.2g}) over the last {cp.n_after} runs")
+                detail["sustained"] = {"index": cp.index, "before": cp.before,
+                                       "after": cp.after, "change": cp.change,
+                                       "p_value": cp.p_value, "runs": cp.n_after}
+        judged.verdicts.append((case_key, variable, outcome, detail))
     judged.regressed = any(o == "regressed" for _, _, o, _ in judged.verdicts)
     result = "regressed" if judged.regressed else run.result
     try:
@@ -114,8 +156,20 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     except HpcvalError as err:
         judged.store_error = err
     judged.text = verdict_text(judged.verdicts)
-    judged.html_sections = [verdict_html(judged.verdicts)]
+    judged.html_sections = [verdict_html(judged.verdicts), _moved_html(store, judged.verdicts)]
     return judged
+
+
+def _moved_html(store: Store, verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+    """History plots of the figures whose verdict is not quiet (plotting every
+    figure is ``hpcval trend``'s job: it costs seconds)."""
+    from hpcval import trend
+
+    moved = [(k, v) for k, v, o, _ in verdicts if o not in QUIET]
+    if not moved:
+        return ""
+    points = [p for k, v in moved for p in store.history(case=k, variable=v)]
+    return trend.html_section(trend.build(points), "History of the figures that moved")
 
 
 def stored(site: Site, run_id: str, report: RunReport) -> Judged:

@@ -63,7 +63,7 @@ def _check(args: argparse.Namespace) -> int:
     from hpcval import judging
 
     if site.judging.exists():
-        judging.load_settings(site.judging)
+        judging.JudgingSettings.load(site.judging)
         print(f"{site.judging}: OK")
     return 0
 

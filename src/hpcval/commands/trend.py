@@ -46,5 +46,5 @@ def _run(args: argparse.Namespace) -> int:
             + trend.html_section(series, "Figures") + "</body></html>")
     atomic_write(out, page, "writing the trend page")
     print(f"HTML: {out}")
-    worse = [s for s in series if s.change_points and s.change_points[-1].worse]
+    worse = [s for s in series if s.worse_now]
     return 1 if worse else 0
