@@ -110,12 +110,16 @@ def load_run_report(path: str | Path) -> RunReport:
         raise HpcvalError(f"{path}: not a ReFrame run report (no 'runs'/'session_info')") \
             from None
     latest: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        for tc in run.get("testcases", []):
-            key = f"{tc.get('unique_name')}@{tc.get('system')}:{tc.get('partition')}+" \
-                  f"{tc.get('environ')}"
-            latest[key] = tc
-    cases = [_case(tc) for tc in latest.values()]
+    try:
+        for run in runs:
+            for tc in run.get("testcases", []):
+                key = f"{tc.get('unique_name')}@{tc.get('system')}:{tc.get('partition')}+" \
+                      f"{tc.get('environ')}"
+                latest[key] = tc
+        cases = [_case(tc) for tc in latest.values()]
+    except (AttributeError, TypeError, ValueError) as err:
+        raise HpcvalError(f"{path}: not a ReFrame run report (runs/testcases of the wrong "
+                          f"shape: {err})") from None
     return RunReport(path, session, cases)
 
 

@@ -73,6 +73,30 @@ def run(root: Path, *args: str, env: dict[str, str] | None = None,
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def run_inprocess(root: Path, *args: str, monkeypatch: pytest.MonkeyPatch,
+                  capsys: pytest.CaptureFixture[str]) -> Result:
+    """``hpcval ARGS`` through :func:`hpcval.cli.main` in this process (the
+    same code path as the command, without a Python start-up per case); an
+    exception escaping ``main`` is what a user would see as a traceback."""
+    import traceback
+
+    from hpcval import cli
+
+    monkeypatch.setenv("HPCVAL_ROOT", str(root))
+    monkeypatch.delenv("HPCVAL_VAR", raising=False)
+    monkeypatch.chdir(root)
+    capsys.readouterr()
+    try:
+        code = cli.main(list(args))
+    except SystemExit as exit_:  # argparse
+        code = int(exit_.code or 0)
+    except BaseException:  # noqa: BLE001 - shown as the traceback a user would get
+        out = capsys.readouterr()
+        return Result(-1, out.out, out.err + traceback.format_exc())
+    out = capsys.readouterr()
+    return Result(code, out.out, out.err)
+
+
 def tree_digest(path: Path) -> dict[str, str]:
     """Every file below *path* with a digest of its content: the results
     store, as a value to compare before and after a fault."""
