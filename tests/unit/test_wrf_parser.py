@@ -93,3 +93,14 @@ def test_run_length_prefers_run_entries_and_refuses_no_length(data_dir):
     same_day = wrf.edit_namelist(text, {"end_day": 1})
     with pytest.raises(ParseError, match="end 1996-01-01_00:00:00 is not after start"):
         wrf.run_seconds(same_day)
+
+
+@pytest.mark.parametrize("key, value", [("time_step", "''"), ("time_step", "nan"),
+                                        ("end_day", "x2"), ("run_hours", "inf")])
+def test_namelist_numbers_that_are_not_numbers(data_dir, key, value):
+    """Found by the property test: a time step that is empty or not finite was a
+    ValueError traceback; now a ParseError naming the key."""
+    text = (data_dir / "wrf" / "namelist.input_1day_end_dates").read_text()
+    broken = wrf.edit_namelist(text, {key: value})
+    with pytest.raises(ParseError, match=f"namelist.input {key} is not a"):
+        wrf.expected_steps(broken)

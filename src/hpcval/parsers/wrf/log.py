@@ -263,7 +263,7 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
         if m := _MAIN_RE.search(line):
             seen_wrf = True
             domain = int(m.group("domain"))
-            dt = float(m.group("dt")) if m.group("dt") else None
+            dt = _number(m.group("dt"), line_no, source) if m.group("dt") else None
             log.steps.append(WrfStep(
                 model_time=m.group("time"), domain=domain,
                 seconds=_number(m.group("secs"), line_no, source), line=line_no, dt=dt,

@@ -10,6 +10,7 @@ the outer domain's ``start_*`` date to its ``end_*`` date, and so does
 
 from __future__ import annotations
 
+import math
 import re
 
 from hpcval.errors import ParseError
@@ -76,7 +77,7 @@ def _date(text: str, prefix: str) -> str:
         value = namelist_value(text, f"{prefix}_{unit}")
         try:
             parts.append(int(float(value)))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ParseError(f"namelist.input {prefix}_{unit} is not a number: {value!r}") \
                 from None
     return "{:04d}-{:02d}-{:02d}_{:02d}:{:02d}:{:02d}".format(*parts)
@@ -100,9 +101,10 @@ def run_seconds(text: str) -> int:
     for key, factor in (("run_days", 86400), ("run_hours", 3600), ("run_minutes", 60),
                         ("run_seconds", 1)):
         try:
-            total += int(float(namelist_value(text, key))) * factor
-        except (ParseError, ValueError):
-            continue
+            namelist_value(text, key)
+        except ParseError:
+            continue  # absent: 0
+        total += int(_number(text, key)) * factor
     if total > 0:
         return total
     try:
@@ -117,13 +119,24 @@ def run_seconds(text: str) -> int:
     return int(round(length))
 
 
+def _number(text: str, key: str) -> float:
+    value = namelist_value(text, key)
+    try:
+        number = float(value)
+    except ValueError:
+        raise ParseError(f"namelist.input {key} is not a number: {value!r}") from None
+    if not math.isfinite(number):
+        raise ParseError(f"namelist.input {key} is not a finite number: {value!r}")
+    return number
+
+
 def model_step(text: str) -> float:
     """The outer domain's time step in seconds: ``time_step`` plus
     ``time_step_fract_num / time_step_fract_den``."""
-    step = float(namelist_value(text, "time_step"))
+    step = _number(text, "time_step")
     try:
-        num = float(namelist_value(text, "time_step_fract_num"))
-        den = float(namelist_value(text, "time_step_fract_den")) or 1.0
+        num = _number(text, "time_step_fract_num")
+        den = _number(text, "time_step_fract_den") or 1.0
         step += num / den
     except ParseError:
         pass
