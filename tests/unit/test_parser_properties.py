@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcval.errors import ParseError
-from hpcval.parsers import hpcg, imb, ior, omb, stream, wrf
+from hpcval.parsers import cfdio, hpcg, imb, ior, omb, stream, wrf
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -78,11 +78,18 @@ def _hpcg(text: str) -> None:
     assert isinstance(result.official, bool)
 
 
+def _cfdio(text: str) -> None:
+    fields = cfdio.parse_cfdio(text, "p")
+    if fields["mode"] == "stencil":
+        cfdio.output_cost(fields, fields)
+
+
 def _files(pattern: str) -> list[str]:
     return [p.read_text(errors="replace") for p in sorted(DATA.glob(pattern))]
 
 
 PARSERS: dict[str, tuple[Callable[[str], Any], list[str]]] = {
+    "cfdio": (_cfdio, _files("cfdio/*.out")),
     "imb": (_imb, _files("imb/*.txt")),
     "omb": (_omb, _files("omb/*/*.txt")),
     "ior-json": (_ior_json, _files("ior/*.json")),
