@@ -151,3 +151,19 @@ def test_ior_4_0_verbose_json_of_two_tests_is_invalid_json() -> None:
     with pytest.raises(ParseError, match=r"v.json: not an IOR JSON summary \(Expecting ',' "
                                          r"delimiter at line 140 column 1\)"):
         parse_ior_json_tests(load("script_two_tests_verbose_invalid.json"), "v.json")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('"bwMaxMIB": 2083.4468', '"bwMaxMIB": Infinity', "not a finite number"),
+    ('"numTasks": 2', '"numTasks": NaN', "not a finite number"),
+    ('"TestID": 0', '"TestID": {"a": 1}', "TestID that is not a number"),
+])
+def test_json_values_that_are_not_finite_numbers(old: str, new: str, message: str) -> None:
+    """Found by a structural mutation of the real summaries: Infinity/NaN (which
+    Python's json accepts) and odd TestIDs were OverflowError/TypeError tracebacks."""
+    from hpcval.parsers.ior import parse_ior_json_tests
+
+    text = load("posix_fpp_2.json")
+    assert old in text
+    with pytest.raises(ParseError, match=message):
+        parse_ior_json_tests(text.replace(old, new), "m.json")

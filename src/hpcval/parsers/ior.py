@@ -31,6 +31,7 @@ output with a message pointing to them, rather than mixing the tests.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,17 +106,26 @@ def ior_errors(text: str) -> list[str]:
     return [m.group(0).strip() for m in _ERROR_RE.finditer(text)]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
 def _number(entry: dict[str, Any], key: str, source: str, what: str) -> float:
     value = entry.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(source, f"{what}: {key!r} missing or not a number ({value!r})")
+    if not _is_number(value):
+        raise _fail(source, f"{what}: {key!r} missing or not a finite number ({value!r:.40})")
     return float(value)
 
 
 def _optional(entry: dict[str, Any], key: str) -> float | None:
     value = entry.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+    return float(value) if _is_number(value) else None
+
+
+def _tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    tests = doc.get("tests")
+    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
 
 
 def _results(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,9 +140,8 @@ def _results(doc: dict[str, Any]) -> list[dict[str, Any]]:
         elif isinstance(node, dict) and "access" in node:
             flat.append(node)
 
-    for test in doc.get("tests") or []:
-        if isinstance(test, dict):
-            walk(test.get("Results"))
+    for test in _tests(doc):
+        walk(test.get("Results"))
     return flat
 
 
@@ -147,7 +156,7 @@ def parse_ior_json(text: str, source: str = "<IOR JSON summary>",
     summary = doc.get("summary")
     if not isinstance(summary, list) or not summary:
         raise _fail(source, "IOR JSON without a 'summary' list: the run did not finish")
-    test_ids = {e.get("TestID") for e in summary if isinstance(e, dict)}
+    test_ids = {repr(e.get("TestID")) for e in summary if isinstance(e, dict)}
     if len(test_ids) > 1:
         raise _fail(source, f"IOR summary of {len(test_ids)} tests (TestID "
                             f"{', '.join(str(t) for t in sorted(test_ids, key=str))}): read it "
@@ -189,7 +198,7 @@ def parse_ior_json_tests(text: str, source: str = "<IOR JSON summary>",
         if isinstance(test_id, bool) or not isinstance(test_id, int):
             raise _fail(source, f"summary entry with a TestID that is not a number: {test_id!r}")
         by_test.setdefault(test_id, []).append(entry)
-    tests = [t for t in doc.get("tests") or [] if isinstance(t, dict)]
+    tests = _tests(doc)
     results: dict[int, list[dict[str, Any]]] = {}
     for test in tests:
         test_id = test.get("TestID")
