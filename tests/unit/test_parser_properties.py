@@ -7,6 +7,8 @@ tests/data; hypothesis runs derandomized, so every run tries the same cases."""
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -173,3 +175,32 @@ def test_every_truncation_point_of_a_real_output(name: str) -> None:
                   | set(range(0, len(text), max(len(text) // 200, 1))))
     for cut in cuts:
         only_parse_errors(parse, text[:cut])
+
+
+JSON_VALUES: list[Any] = [None, "x", "", [], {}, True, 0, -1, 1e308, float("inf"),
+                          float("nan"), 2**70, [1, 2], {"access": "write"}, "write"]
+
+
+def _mutate_json(node: Any, rnd: random.Random) -> None:
+    items = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) \
+        if isinstance(node, list) else []
+    for key, value in items:
+        roll = rnd.random()
+        if roll < 0.05:
+            node[key] = rnd.choice(JSON_VALUES)
+        elif roll < 0.08 and isinstance(node, dict):
+            del node[key]
+        else:
+            _mutate_json(value, rnd)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       name=st.sampled_from(sorted(p.name for p in DATA.glob("ior/*.json")
+                                   if "invalid" not in p.name and "error" not in p.name)))
+def test_ior_json_with_mutated_structure_raises_only_parse_errors(seed: int, name: str) -> None:
+    """Values of the real summaries replaced by other JSON values (Infinity and
+    NaN included, which Python's json reads), keys dropped."""
+    doc = json.loads((DATA / "ior" / name).read_text())
+    _mutate_json(doc, random.Random(seed))
+    only_parse_errors(_ior_json, json.dumps(doc))
