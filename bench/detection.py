@@ -188,7 +188,12 @@ def record(args: argparse.Namespace) -> int:
     layout = cluster.layout_from_state(state, default_state_dir())
     nodes = [(n.netns, n.address) for n in layout.nodes[:2]]
     rng = random.Random(args.seed)
-    order = schedule(args.clean, args.per_drop, rng)
+    if args.counts:
+        order = [int(d) for item in args.counts.split(",")
+                 for d, n in [item.split(":")] for _ in range(int(n))]
+        rng.shuffle(order)
+    else:
+        order = schedule(args.clean, args.per_drop, rng)
     out = Path(args.out)
     data: dict = {
         "experiment": "IMB PingPong, 2 lab nodes, one rank each, Intel MPI over TCP",
@@ -211,7 +216,7 @@ def record(args: argparse.Namespace) -> int:
     try:
         # Calibration, no background: is the link, not the CPU, the limit at this rate?
         data["calibration"] = []
-        for factor in (2.0, 1.0, 0.8):
+        for factor in (2.0, 1.0, 0.8) if args.calibrate else ():
             rate = args.rate * factor
             cluster.set_fabric(f"{rate:g}m")
             figs = figures_of(one_job(3, args.iterations, lengths))
@@ -274,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--load-max", type=float, default=0.35)
     r.add_argument("--minutes", type=float, default=27.0, help="stop starting runs after this")
     r.add_argument("--seed", type=int, default=14)
+    r.add_argument("--counts", help="runs per drop instead of --clean/--per-drop, e.g. "
+                   "'0:4,10:2' (to complete an experiment cut short by --minutes)")
+    r.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
+                   help="first measure the link without competing traffic at 2x, 1x, 0.8x")
     r.set_defaults(func=record)
     t = sub.add_parser("traffic", help="background traffic (inside a node namespace)")
     t.add_argument("mode", choices=["send", "recv"])

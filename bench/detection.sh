@@ -5,6 +5,9 @@
 #
 #   sudo bench/detection.sh [OUT.json]        # default tests/data/judging/lab-pingpong.json
 #   DETECTION_RATE=200 DETECTION_MINUTES=27 sudo bench/detection.sh
+#   DETECTION_ARGS="--counts 0:4,10:2 --no-calibrate --seed 15" sudo bench/detection.sh more.json
+# (the second form completes an experiment that --minutes cut short; evaluate both
+#  files together: bench/detection_eval.py first.json more.json)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 py="${PYTHON:-$here/.venv/bin/python}"
@@ -12,6 +15,7 @@ hpcval="${HPCVAL:-$here/.venv/bin/hpcval}"
 out="${1:-$here/tests/data/judging/lab-pingpong.json}"
 rate="${DETECTION_RATE:-200}"
 minutes="${DETECTION_MINUTES:-27}"
+extra="${DETECTION_ARGS:-}"
 if [ "$(id -u)" != 0 ]; then
     echo "detection.sh: needs root (the lab makes network namespaces)" >&2; exit 3
 fi
@@ -20,10 +24,11 @@ lock=/tmp/hpcval-lab.lock
 # shellcheck disable=SC2016
 flock -w 3600 "$lock" bash -c '
     set -euo pipefail
-    py="$1"; hpcval="$2"; out="$3"; rate="$4"; minutes="$5"; here="$6"
+    py="$1"; hpcval="$2"; out="$3"; rate="$4"; minutes="$5"; here="$6"; extra="$7"
     trap "\"$hpcval\" lab down >/dev/null 2>&1 || true" EXIT
     "$hpcval" lab up --nodes 2 --no-file-server
-    "$py" "$here/bench/detection.py" record "$out" --rate "$rate" --minutes "$minutes"
-' detection "$py" "$hpcval" "$out" "$rate" "$minutes" "$here"
+    # shellcheck disable=SC2086
+    "$py" "$here/bench/detection.py" record "$out" --rate "$rate" --minutes "$minutes" $extra
+' detection "$py" "$hpcval" "$out" "$rate" "$minutes" "$here" "$extra"
 echo "samples: $out"
 "$py" "$here/bench/detection_eval.py" "$out"

@@ -205,6 +205,28 @@ def within(counts: list[int | None], n: int) -> int:
     return sum(1 for c in counts if c is not None and c <= n)
 
 
+def replay_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: int) -> dict:
+    """Single-run rates over random draws: a baseline of K clean runs, then one clean
+    run (false alarms, per run over all figures) or one degraded run (detections, per
+    figure)."""
+    rng = random.Random(seed)
+    k = settings.k
+    false_runs = 0
+    for _ in range(trials):
+        runs = rng.sample(pools.clean, k + 1)
+        verdict = judge(pools, runs[:k], runs[k], settings)
+        false_runs += any(o == "regressed" for o in verdict.values())
+    out: dict = {"false_run_rate": false_runs / trials, "detect": {}}
+    for drop, pool in pools.degraded.items():
+        hits = dict.fromkeys(pools.figures, 0)
+        for _ in range(trials):
+            verdict = judge(pools, rng.sample(pools.clean, k), rng.choice(pool), settings)
+            for name, o in verdict.items():
+                hits[name] += o == "regressed"
+        out["detect"][drop] = {n: h / trials for n, h in hits.items()}
+    return out
+
+
 # --------------------------------------------------------------------------- noise
 def noise(pools: Pools) -> dict[str, dict]:
     """Run-to-run CV of run medians, within-run CV, variance components and a
@@ -245,6 +267,26 @@ def noise(pools: Pools) -> dict[str, dict]:
     return out
 
 
+def calibration(pools: Pools, k: int, trials: int, seed: int) -> dict[str, float]:
+    """Share of clean runs whose one-sided p (worse direction, no threshold, no
+    correction) is below 0.05 against K other random clean runs: 0.05 if the
+    prediction interval is right, far more if it is too narrow."""
+    from hpcval.judging import FigureSettings, judge_figure
+
+    rng = random.Random(seed)
+    fs = FigureSettings(k=k, threshold=0.0)
+    out = {}
+    for name, meta in pools.figures.items():
+        low = 0
+        for _ in range(trials):
+            runs = rng.sample(pools.clean, k + 1)
+            v = judge_figure([r["figures"][name] for r in runs[:k]], runs[k]["figures"][name],
+                             meta["better"], fs)
+            low += v.worse_by is not None and v.worse_by > 0 and v.p_value < 0.05
+        out[name] = low / trials
+    return out
+
+
 def level_shift(pools: Pools) -> dict[int, dict[str, float]]:
     """Median of degraded runs' medians relative to the clean runs' (expected: -drop)."""
     out = {}
@@ -271,16 +313,20 @@ def report(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
     lines.append(f"clean runs: {len(pools.clean)}; degraded: "
                  + ", ".join(f"{d}%: {len(r)}" for d, r in pools.degraded.items()))
     lines.append("")
+    cal = calibration(pools, settings.k, trials, seed)
+    summary["calibration"] = cal
     lines.append("| figure | clean median | run-to-run CV | within-run sd (log) | "
                  "between-run sd (log) | between share | Shapiro p (log medians) | "
-                 "pairs of clean runs 'different' by a pooled-sample t-test |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+                 "pairs of clean runs 'different' by a pooled-sample t-test | "
+                 "clean runs with p < 0.05 (nominal 5 %) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         z = nz[name]
         unit = pools.figures[name]["unit"]
         lines.append(f"| {name} | {z['median']:.4g} {unit} | {z['cv_runs']:.1%} | "
                      f"{z['within_sd_log']:.3f} | {z['between_sd_log']:.3f} | {z['icc']:.0%} | "
-                     f"{z['shapiro_p']:.2f} | {z['naive_pairs_significant']:.0%} |")
+                     f"{z['shapiro_p']:.2f} | {z['naive_pairs_significant']:.0%} | "
+                     f"{cal[name]:.1%} |")
     shift = level_shift(pools)
     summary["level_shift"] = shift
     lines.append("")
@@ -352,12 +398,47 @@ def report(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
     return "\n".join(lines), summary
 
 
+def sensitivity(pools: Pools, trials: int, seed: int, history_len: int,
+                figure: str = "bw_1MiB") -> tuple[str, dict]:
+    """How K and the correction change the rates (replays), for one figure."""
+    lines = [f"sensitivity ({figure}, {trials} replays each): false = clean runs with any "
+             "false `regressed` over all figures; detect = single-run `regressed`; "
+             "sustained = flagged within 3 runs (-10 %) / 6 runs (-5 %), of 200 trials",
+             "",
+             "| K | correction | false per clean run | detect -10 % | detect -20 % "
+             "| -10 % within 3 | -5 % within 6 | false flag within 6 clean runs |",
+             "|---|---|---|---|---|---|---|---|"]
+    out = {}
+    for k in (5, 10):
+        for correction in ("holm", "bh"):
+            settings = JudgingSettings(k=k, correction=correction)
+            rates = replay_rates(pools, settings, trials, seed)
+            sus = sustained(pools, settings, max(history_len, k + 2), 6, 200, seed)
+            row = {
+                "false": rates["false_run_rate"],
+                "d10": rates["detect"].get(10, {}).get(figure),
+                "d20": rates["detect"].get(20, {}).get(figure),
+                "s10": within(sus[10][figure]["new"], 3) / 200 if 10 in sus else None,
+                "s5": within(sus[5][figure]["new"], 6) / 200 if 5 in sus else None,
+                "s0": within(sus[0][figure]["new"], 6) / 200,
+            }
+            out[f"k{k}-{correction}"] = row
+            lines.append(f"| {k} | {correction} | " + " | ".join(
+                "-" if row[c] is None else f"{row[c]:.1%}"
+                for c in ("false", "d10", "d20", "s10", "s5", "s0")) + " |")
+    return "\n".join(lines), out
+
+
 def main(args: argparse.Namespace) -> int:
     pools = load(args.data)
     settings = JudgingSettings(k=args.k, threshold=args.threshold, alpha=args.alpha,
                                correction=args.correction)
     text, summary = report(pools, settings, args.trials, args.seed, args.history)
     print(text)
+    if args.sensitivity:
+        text, summary["sensitivity"] = sensitivity(pools, args.trials, args.seed, args.history)
+        print()
+        print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1, default=str) + "\n")
     return 0
@@ -375,6 +456,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=500)
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--json", help="also write the numbers here")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="also compare K = 5 / 10 and holm / bh by replays")
     return p
 
 
