@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hpcval.errors import InputError
-from hpcval.judging import FigureSettings, change_points, sustained_change
+from hpcval.judging import FigureSettings, change_points, sustained_change, sustained_run
 
 
 def series(rng: np.random.Generator, levels: list[tuple[float, int]], sd: float) -> list[float]:
@@ -89,3 +89,16 @@ def test_sustained_rule_false_alarms_on_noise() -> None:
     flagged = sum(sustained_change(series(rng, [(100, 18)], 0.076), "higher") is not None
                   for _ in range(200))
     assert flagged / 200 <= 0.05
+
+
+def test_sustained_run_corrects_across_figures() -> None:
+    rng = np.random.default_rng(8)
+    histories = {f"c/noise{i}": (series(rng, [(100, 16)], 0.076), "higher") for i in range(20)}
+    histories["c/slow"] = (series(rng, [(100, 12), (80, 4)], 0.03), "higher")
+    flagged = sustained_run(histories)
+    assert list(flagged) == ["c/slow"]
+    assert flagged["c/slow"].index == 12
+    # false flags over many runs of 10 unchanged figures stay rare
+    false = sum(bool(sustained_run({f"c/f{i}": (series(rng, [(100, 18)], 0.076), "higher")
+                                    for i in range(10)})) for _ in range(60))
+    assert false / 60 <= 0.1
