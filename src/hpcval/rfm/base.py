@@ -34,6 +34,7 @@ from hpcval import references as refs
 from hpcval import topology
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
+from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
 from hpcval.rfm import outcome
 from hpcval.rfm.site import (
@@ -585,13 +586,16 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     # -- programs and launch commands -----------------------------------------
 
     def find_program(self, name: str, dirs_var: str | None = None,
-                     package: str | None = None) -> str:
+                     package: str | None = None, mpi: bool = True) -> str:
         """Path of program *name* for this programming environment
         (:func:`locate_program`: its Spack build of *package*, default
-        ``spack_package``, first); skips the test with a reason where absent."""
+        ``spack_package``, first); skips the test with a reason where absent.
+        An MPI program (*mpi*) takes ``$<dirs_var>`` only in the environment
+        it was built for; a program without MPI (*mpi* false, e.g. STREAM)
+        runs from ``$<dirs_var>`` in any environment."""
         env = self.current_environ
         path, where = locate_program(name, spack_prefix=self.spack_prefix(package),
-                                     dirs_var=dirs_var, environ=env.name,
+                                     dirs_var=dirs_var, environ=env.name if mpi else None,
                                      environ_dirs=environ_path_dirs(env.env_vars))
         hint = f", or set {dirs_var} to its directory" if dirs_var else ""
         self.skip_if(path is None,
@@ -599,6 +603,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                      f"{package or self.spack_package or name} in the site's Spack "
                      f"environment) and put it on PATH{hint}")
         return str(path)
+
+    def skip_other_mpi(self, program: str) -> None:
+        """Skip where *program* was linked against another MPI than the
+        programming environment's (:func:`hpcval.mpi_abi.mpi_mismatch`), rather
+        than launch it and fail at its first MPI call."""
+        mismatch = mpi_mismatch(program, self.current_environ.features)
+        self.skip_if(mismatch is not None,
+                     f"{mismatch} (environment {self.current_environ.name})")
 
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the
