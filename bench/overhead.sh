@@ -3,8 +3,10 @@
 #
 #   bench/overhead.sh [RUNS [RUNS20]]   (default 5 rounds for 2 cases, 3 for 20)
 #
-# The same IMB PingPong test cases (imb_pingpong_check, warm and cold, 5 runs of
-# IMB each, -S repetitions=10) three ways, for 2 and 20 cases (20 = --repeat 10):
+# The same IMB PingPong test cases (imb_pingpong_check, warm and cold, cut to one
+# IMB run of one repetition per size, -S samples=1 -S repetitions=1, so that the
+# benchmark's own time, and its noise on a shared machine, does not hide the
+# overhead) three ways, for 2 and 20 cases (20 = --repeat 10):
 #   bare     the job scripts ReFrame writes (a --dry-run), run one after another
 #            with bash: the MPI launches alone
 #   reframe  reframe -C site-configs/local/config.py -c reframe-checks -r ...
@@ -25,7 +27,7 @@ trap 'rm -rf "$WORK"' EXIT
 export HPCVAL_ROOT=$ROOT HPCVAL_VAR=$WORK/var HPCVAL_SPACK=0
 cd "$ROOT"
 
-SELECT=(-p impi -n imb_pingpong_check -S repetitions=10)
+SELECT=(-p impi -n imb_pingpong_check -S samples=1 -S repetitions=1)
 
 seconds() {  # wall seconds of a command, its output discarded
     local t0 t1
@@ -78,46 +80,31 @@ for cases in 2 20; do
 done
 
 echo
-echo "hpcval validate outside ReFrame (median of $RUNS, last run's report):"
-"$BIN/python" - "$RUNS" <<'PY'
-import statistics
-import subprocess
+echo "where hpcval validate spends its time outside ReFrame (cProfile of one 20-case run):"
+"$BIN/python" -m cProfile -o "$WORK/validate.prof" "$BIN/hpcval" validate --site local -- \
+    "${SELECT[@]}" --repeat 10 >/dev/null 2>&1 || true
+"$BIN/python" - "$WORK/validate.prof" <<'PY'
+import pstats
 import sys
-import time
-from pathlib import Path
 
-runs = int(sys.argv[1])
-bin_dir = Path(sys.executable).parent
-
-
-def median_of(fn):
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def cold(code):
-    return lambda: subprocess.run([sys.executable, "-c", code], check=True)
-
-
-from hpcval import runner  # noqa: E402
-from hpcval.paths import var_dir  # noqa: E402
-
-report = sorted((var_dir("local") / "reports").glob("run-report-*.json"))[-1]
-parts = {
-    "python start-up alone": cold("pass"),
-    "import the CLI and build its parser (`hpcval --help` path)":
-        lambda: subprocess.run([str(bin_dir / "hpcval"), "--help"], check=True,
-                               capture_output=True),
-    "validate the site's references (runner.check_site_references)":
-        lambda: runner.check_site_references("local"),
-    "verdict table + HTML report of a run (runner.publish)":
-        lambda: runner.publish(report, "local", out=open("/dev/null", "w")),
-}
-for name, fn in parts.items():
-    print(f"  {median_of(fn):6.3f} s  {name}")
+stats = pstats.Stats(sys.argv[1])
+total = stats.total_tt
+rows = {}
+for (path, _line, name), (_cc, _nc, _tt, cum, _callers) in stats.stats.items():
+    for label, (mod, fn) in {
+        "reframe itself (subprocess, waited for)": ("hpcval/runner.py", "run_reframe"),
+        "site and references checks": ("hpcval/runner.py", "check_site_references"),
+        "preflight (store writable, disk space)": ("hpcval/runner.py", "_preflight"),
+        "store the run and judge it": ("hpcval/verdicts.py", "store_and_judge"),
+        "verdict table and HTML report": ("hpcval/runner.py", "publish"),
+        "import of the CLI and its commands": ("hpcval/cli.py", "build_parser"),
+    }.items():
+        if path.endswith(mod) and name == fn:
+            rows[label] = rows.get(label, 0.0) + cum
+for label, cum in rows.items():
+    print(f"  {cum:7.3f} s  {label}")
+outside = total - rows.get("reframe itself (subprocess, waited for)", 0.0)
+print(f"  {total:7.3f} s  whole run in the hpcval process; outside ReFrame: {outside:.3f} s"
+      " (imports before main() are not in the profile)")
 PY
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
