@@ -49,12 +49,14 @@ bare() {  # run every job script of the dry run in its own stage directory
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
      "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
+declare -A over
 printf '%-6s %8s %8s %8s %14s %14s %16s\n' cases bare reframe hpcval reframe-bare \
        hpcval-reframe "hpcval/case"
 for cases in 2 20; do
     repeat=()
     [ "$cases" -gt 2 ] && repeat=(--repeat $((cases / 2)))
     # the job scripts ReFrame would run, copied out of its stage directory
+    rm -rf "$HPCVAL_VAR/local/stage"
     "$BIN/reframe" -C site-configs/local/config.py -c reframe-checks "${SELECT[@]}" \
         "${repeat[@]}" --dry-run >/dev/null 2>&1
     mkdir -p "$WORK/scripts-$cases"
@@ -77,7 +79,11 @@ for cases in 2 20; do
     printf '%-6s %8s %8s %8s %14.2f %14.2f %16.3f\n' "$cases" "$mb" "$mr" "$mh" \
         "$(echo "$mr - $mb" | bc -l)" "$(echo "$mh - $mr" | bc -l)" \
         "$(echo "($mh - $mr) / $cases" | bc -l)"
+    over[$cases]=$(echo "$mh - $mr" | bc -l)
 done
+printf 'hpcval over reframe: %.2f s per validation (fixed) + %.3f s per case (marginal)\n' \
+    "$(echo "${over[2]} - 2 * (${over[20]} - ${over[2]}) / 18" | bc -l)" \
+    "$(echo "(${over[20]} - ${over[2]}) / 18" | bc -l)"
 
 echo
 echo "where hpcval validate spends its time outside ReFrame (cProfile of one 20-case run):"

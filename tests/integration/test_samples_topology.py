@@ -37,10 +37,13 @@ def test_cold_pingpong_has_samples_and_an_explicit_off_cache(checkout: Path,
     proc = hpcval(checkout, "validate", "--site", "local", "--", "-p", "impi",
                   "-n", "imb_pingpong_check%cache=cold", "-S", "repetitions=10")
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
     assert "CPU count unknown" not in out
     (report,) = (checkout / "var" / "local" / "reports").glob("run-report-*.json")
     (case,) = json.loads(report.read_text())["runs"][-1]["testcases"]
+    # measured and judged; on a machine shared with other work the figures may miss
+    # the shipped floors, which is not what this test is about
+    assert case["result"] == "pass" or case["fail_phase"] == "performance", out[-4000:]
+    assert proc.returncode in (0, 1), out[-4000:]
     opts = case["executable_opts"]
     size = float(opts[opts.index("-off_cache") + 1])
     llc = this_host().llc_bytes
