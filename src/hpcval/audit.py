@@ -31,9 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hpcval.errors import ParseError, SiteError
+from hpcval.references import load_yaml_bounded
 
 EXPECTATIONS_FILE = "host-expectations.yaml"
 
@@ -230,11 +229,16 @@ def load_expectations(path: str | Path) -> dict[str, Any]:
     """Read and validate a site's host expectations."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise SiteError(f"{path}: host expectations file not found") from None
-    except (OSError, yaml.YAMLError) as err:
-        raise SiteError(f"{path}: cannot read host expectations: {err}") from None
+    except OSError as err:
+        raise SiteError(f"{path}: cannot read host expectations: {err.strerror}") from None
+
+    def error(file: str, where: str, reason: str) -> SiteError:
+        return SiteError(f"{file}: {where + ': ' if where else ''}{reason}")
+
+    data = load_yaml_bounded(raw, str(path), error) or {}
     if not isinstance(data, dict):
         raise SiteError(f"{path}: must map setting names to expected values")
     for name, expect in data.items():

@@ -40,10 +40,6 @@ def lower_is_better(name: str, unit: str | None) -> bool:
     return better(name, unit) == "lower"
 
 
-#: The name the results store and judging use for :func:`better`.
-better_direction = better
-
-
 @dataclass(frozen=True)
 class Figure:
     """One judged figure of a check.

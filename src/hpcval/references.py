@@ -125,6 +125,14 @@ def parse_reference(value: Any, path: str, key: str) -> Reference:
         raise ReferencesError(path, key, f"lower bound {lower} is above upper bound {upper}")
     if unit is not None and not isinstance(unit, str):
         raise ReferencesError(path, key, f"unit must be a string, got {unit!r}")
+    try:
+        # the very rule ReFrame applies when it judges the figure, at the end of a run
+        from reframe.utility.sanity import reference_bounds
+
+        reference_bounds(ref, lower, upper)
+    except ValueError as err:
+        raise ReferencesError(path, key, f"ReFrame would reject this reference at the end of "
+                              f"the run: {err} (reference {ref})") from None
     return Reference(float(ref), lower, upper, unit, xfail_msg)
 
 
@@ -192,35 +200,190 @@ def _validate_levels(node: Any, depth: int, keys: list[Any], path: str,
         _validate_levels(sub, depth - 1, [*keys, key], path, index)
 
 
-def load_references(path: str | Path, known_checks: Iterable[str] | None = None) -> ReferencesFile:
+#: Most YAML nodes a file may expand to, aliases followed: a few kilobytes
+#: of nested aliases ("billion laughs") would otherwise expand to billions.
+MAX_YAML_NODES = 100_000
+#: Most aliases (``*name``) a file may use.
+MAX_YAML_ALIASES = 1_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting aliases as it composes."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise _TooLarge(f"more than {MAX_YAML_ALIASES} aliases (*name)")
+        return super().compose_node(parent, index)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
+    """Nodes ``node`` stands for once every alias is followed (each shared
+    node counted once per use, computed once)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    if depth > 200:
+        raise _TooLarge("nested more than 200 levels deep")
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(n, memo, depth + 1) for n in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo, depth + 1) + _expanded_size(v, memo, depth + 1)
+                    for k, v in node.value)
+    memo[id(node)] = size
+    if size > MAX_YAML_NODES:
+        raise _TooLarge(f"expands to more than {MAX_YAML_NODES} values once its aliases are "
+                        "followed")
+    return size
+
+
+def load_yaml_bounded(data: bytes, path: str,
+                      error: Callable[[str, str, str], Exception]) -> Any:
+    """YAML from ``data`` (the bytes of file ``path``), safely and in bounded
+    time and memory: UTF-8 only (a bad byte is named with its offset), at most
+    :data:`MAX_YAML_ALIASES` aliases and :data:`MAX_YAML_NODES` values once
+    aliases are expanded. Errors are ``error(path, where, reason)``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise error(path, f"byte offset {err.start} (line {line})",
+                    f"not UTF-8 (byte 0x{data[err.start]:02x}): save the file as UTF-8") \
+            from None
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {})
+        return loader.construct_document(node)
+    except _TooLarge as err:
+        raise error(path, "", f"YAML too large: {err}; write the values out") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise error(path, where, f"not valid YAML: {getattr(err, 'problem', None) or err}") \
+            from None
+    except RecursionError:
+        raise error(path, "", "YAML nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+_SCOPE = re.compile(r"\*|[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?\Z")
+
+
+def _validate_keys(node: Any, depth: int, keys: list[Any], path: str) -> None:
+    """Index-level string keys are matched as anchored regexes at run time:
+    each must compile."""
+    if depth == 0 or not isinstance(node, dict):
+        return
+    for key, sub in node.items():
+        if isinstance(key, str):
+            try:
+                re.compile(key)
+            except re.error as err:
+                raise ReferencesError(path, _keypath([*keys, key]),
+                                      f"invalid regular expression: {err} (index keys that "
+                                      "are strings are matched as anchored regexes)") from None
+        _validate_keys(sub, depth - 1, [*keys, key], path)
+
+
+def check_attributes_in(*directories: str | Path) -> dict[str, tuple[list[str], set[str]]]:
+    """For every class defined in the Python files below ``directories``
+    (read with :mod:`ast`, nothing imported): its base class names and the
+    attributes it defines (class-level names, ``self.x = ...`` anywhere)."""
+    classes: dict[str, tuple[list[str], set[str]]] = {}
+    for directory in directories:
+        for file in Path(directory).rglob("*.py"):
+            try:
+                tree = ast.parse(file.read_text(), filename=str(file))
+            except (SyntaxError, OSError, UnicodeDecodeError, ValueError):
+                continue
+            for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+                bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")
+                         for b in cls.bases]
+                names: set[str] = set()
+                for node in ast.walk(cls):
+                    targets: list[Any] = []
+                    if isinstance(node, ast.Assign):
+                        targets = node.targets
+                    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                        targets = [node.target]
+                    for t in targets:
+                        if isinstance(t, ast.Name):
+                            names.add(t.id)
+                        elif (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                              and t.value.id == "self"):
+                            names.add(t.attr)
+                classes.setdefault(cls.name, (bases, set()))[1].update(names)
+                classes[cls.name][0].extend(b for b in bases if b not in classes[cls.name][0])
+    return classes
+
+
+def _reframe_attributes() -> set[str]:
+    try:
+        import reframe as rfm
+
+        return set(rfm.RegressionTest._rfm_var_space) | {
+            a for a in dir(rfm.RegressionTest) if not a.startswith("_")}
+    except Exception:  # noqa: BLE001 - ReFrame missing: nothing to add
+        return set()
+
+
+def attributes_of(name: str, classes: Mapping[str, tuple[list[str], set[str]]]) -> set[str]:
+    """Attributes check ``name`` has: its own, its bases', ReFrame's."""
+    found: set[str] = set()
+    stack, seen = [name], set()
+    while stack:
+        cls = stack.pop()
+        if cls in seen or cls not in classes:
+            continue
+        seen.add(cls)
+        bases, names = classes[cls]
+        found |= names
+        stack.extend(bases)
+    return found | _reframe_attributes()
+
+
+def load_references(path: str | Path, known_checks: Iterable[str] | None = None,
+                    check_classes: Mapping[str, tuple[list[str], set[str]]] | None = None,
+                    ) -> ReferencesFile:
     """Read and validate a references file.
 
     ``known_checks``, when given, is the set of check class names that exist;
     an entry for any other name is an error (a typo, or a renamed check).
+    ``check_classes`` (:func:`check_attributes_in`), when given, lets every
+    ``$index`` attribute be checked against the attributes its check has.
     """
     path = Path(path)
     spath = str(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ReferencesError(spath, "", "references file not found") from None
     except OSError as err:
         raise ReferencesError(spath, "", f"cannot read: {err.strerror}") from None
-    return load_references_text(text, path, known_checks)
+    return load_references_text(data, path, known_checks, check_classes)
 
 
-def load_references_text(text: str, path: str | Path,
-                         known_checks: Iterable[str] | None = None) -> ReferencesFile:
-    """Validate references given as YAML text (``path`` names them in errors)."""
+def load_references_text(text: str | bytes, path: str | Path,
+                         known_checks: Iterable[str] | None = None,
+                         check_classes: Mapping[str, tuple[list[str], set[str]]] | None = None,
+                         ) -> ReferencesFile:
+    """Validate references given as YAML text or bytes (``path`` names them
+    in errors); loading is bounded (:func:`load_yaml_bounded`)."""
     path = Path(path)
     spath = str(path)
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise ReferencesError(spath, where, f"not valid YAML: {getattr(err, 'problem', err)}") \
-            from None
+    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+    raw = load_yaml_bounded(data, spath, ReferencesError)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -247,11 +410,52 @@ def load_references_text(text: str, path: str | Path,
                 )
             index = tuple(index)
             _validate_levels(body, len(index), [name], spath, index)
+            _validate_keys(body, len(index), [name], spath)
+            if check_classes is not None and name in check_classes:
+                have = attributes_of(name, check_classes)
+                for attr in index:
+                    if attr in SPECIAL_INDEX_KEYS or attr.startswith("$processor."):
+                        continue
+                    if attr.startswith("$") or attr not in have:
+                        close = difflib.get_close_matches(attr, have, n=1)
+                        hint = f"; did you mean {close[0]!r}?" if close else ""
+                        raise ReferencesError(
+                            spath, f"{name}.$index",
+                            f"check {name!r} has no attribute {attr!r}{hint} (index by "
+                            "$system, $partition, $environ, $processor.<x> or an attribute "
+                            "of the check)")
         else:
             # ReFrame scopes: '*', 'system' or 'system:partition'
             _validate_levels(body, 1, [name], spath)
+            for scope in body:
+                if not isinstance(scope, str) or not _SCOPE.match(scope):
+                    raise ReferencesError(
+                        spath, _keypath([name, scope]),
+                        f"{scope!r} is not a ReFrame scope ('*', '<system>' or "
+                        "'<system>:<partition>'; scopes are not regexes): use $index for "
+                        "patterns")
         entries[name] = CheckEntry(name, index, body)
     return ReferencesFile(path, entries)
+
+
+def check_site_files(site_dir: str | Path, checks_dir: str | Path,
+                     references: str | Path | None = None) -> ReferencesFile:
+    """Every validation a run would make of a site's input files, without
+    running anything: the references file (structure, numbers, thresholds as
+    ReFrame applies them, check names, scopes, index keys as regexes,
+    ``$index`` attributes of each check) and ``host-expectations.yaml``.
+    Units and ``$index`` values are checked again per test case before each
+    benchmark starts (:class:`hpcval.rfm.HpcvalTest`)."""
+    from hpcval import audit
+
+    site_dir = Path(site_dir)
+    classes = check_attributes_in(checks_dir, Path(__file__).resolve().parent / "rfm")
+    ref_file = load_references(references or site_dir / REFERENCES_FILE,
+                               known_checks=check_names_in(checks_dir), check_classes=classes)
+    expectations = site_dir / audit.EXPECTATIONS_FILE
+    if expectations.exists():
+        audit.load_expectations(expectations)
+    return ref_file
 
 
 def check_names_in(directory: str | Path) -> set[str]:

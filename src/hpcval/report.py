@@ -136,12 +136,16 @@ def load_run_report(path: str | Path) -> RunReport:
         raise HpcvalError(f"{path}: not a ReFrame run report (no 'runs'/'session_info')") \
             from None
     latest: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        for tc in run.get("testcases", []):
-            key = f"{tc.get('unique_name')}@{tc.get('system')}:{tc.get('partition')}+" \
-                  f"{tc.get('environ')}"
-            latest[key] = tc
-    cases = [_case(tc) for tc in latest.values()]
+    try:
+        for run in runs:
+            for tc in run.get("testcases", []):
+                key = f"{tc.get('unique_name')}@{tc.get('system')}:{tc.get('partition')}+" \
+                      f"{tc.get('environ')}"
+                latest[key] = tc
+        cases = [_case(tc) for tc in latest.values()]
+    except (AttributeError, TypeError, ValueError) as err:
+        raise HpcvalError(f"{path}: not a ReFrame run report (runs/testcases of the wrong "
+                          f"shape: {err})") from None
     return RunReport(path, session, cases)
 
 
@@ -200,7 +204,7 @@ def verdict_rows(report: RunReport) -> list[list[str]]:
     rows = []
     for c in sorted(report.cases, key=lambda c: (c.display_name, c.environ)):
         where = f"{c.partition}+{c.environ}"
-        if not c.perf:
+        if not c.perf or (not c.passed and all(p.value is None for p in c.perf)):
             reason = (c.fail_reason or "").splitlines()[0] if c.fail_reason else ""
             detail = f"{c.fail_phase}: {reason}" if c.fail_phase else reason
             rows.append([c.display_name, where, "-", "-", "-", "-", c.result.upper(), detail])

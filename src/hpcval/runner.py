@@ -80,8 +80,7 @@ def reframe_command() -> list[str]:
 
 def check_site_references(site: Site) -> refs.ReferencesFile:
     """Validate a site's references file against the checks in the tree."""
-    return refs.load_references(site.references,
-                                known_checks=refs.check_names_in(site.root / "reframe-checks"))
+    return refs.check_site_files(site.dir, site.root / "reframe-checks", site.references)
 
 
 def latest_report(site: Site) -> Path:

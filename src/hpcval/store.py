@@ -33,9 +33,9 @@ from typing import Any
 
 from hpcval.errors import HpcvalError, StoreError
 from hpcval.fileio import os_fault
+from hpcval.series import load_samples
 
 SCHEMA_VERSION = 1
-SAMPLES_FILE = "hpcval-samples.json"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -142,25 +142,11 @@ def _finite(values: Any) -> list[float]:
     return out
 
 
-def _read_samples(case: Any) -> dict[str, Any]:
-    for d in (case.outputdir, case.stagedir):
-        if not d:
-            continue
-        path = Path(d) / SAMPLES_FILE
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                return {}
-            return data if isinstance(data, dict) else {}
-    return {}
-
-
 def records_from_report(report: Any, run_id: str, site: str,
                         provenance: dict[str, Any] | None = None) -> RunRecord:
     """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.report`)
     and the samples files its cases left in their output directories."""
-    from hpcval.figures import better_direction
+    from hpcval.figures import better
 
     s = report.session
     failed = bool(report.failures)
@@ -180,7 +166,7 @@ def records_from_report(report: Any, run_id: str, site: str,
             c.system, c.partition, c.environ, c.mpi_stack, str(raw.get("software_spec", "")),
             ",".join(nodes) if isinstance(nodes, list) else str(nodes), c.result,
             c.fail_phase, c.fail_reason)
-        samples = _read_samples(c) if c.perf else {}
+        samples = load_samples(c.outputdir, c.stagedir) if c.perf else {}
         for p in c.perf:
             value = p.value if isinstance(p.value, int | float) and p.value is not None \
                 and math.isfinite(p.value) else None
@@ -188,9 +174,9 @@ def records_from_report(report: Any, run_id: str, site: str,
             vals = _finite(sdata.get("samples"))
             if not vals and value is not None:
                 vals = [value]
-            better = sdata.get("better") if sdata.get("better") in ("higher", "lower") \
-                else better_direction(p.variable, p.unit)
-            rec.figures.append(FigureRecord(p.variable, p.unit, better, value, vals,
+            direction = sdata.get("better") if sdata.get("better") in ("higher", "lower") \
+                else better(p.variable, p.unit)
+            rec.figures.append(FigureRecord(p.variable, p.unit, direction, value, vals,
                                             p.reference, p.lower, p.upper, p.result))
         run.cases.append(rec)
     return run

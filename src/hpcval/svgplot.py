@@ -53,11 +53,17 @@ def _label(base: float, exponent: int) -> str:
     return f"{value:g}" if -3 <= exponent <= 5 else f"1e{exponent}"
 
 
+def _drawable(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
 def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, float]],
           judged: list[Judged]) -> str | None:
     """One log-log panel as an ``<svg>`` element, or None with nothing to draw."""
-    pts = [(x, y) for x, y in points if x > 0 and y is not None and y > 0]
-    marks = [j for j in judged if j.x > 0 and j.value is not None and j.value > 0]
+    # a log axis shows positive finite numbers; inf, NaN, 0 and negative figures
+    # are reported in the verdict table, not drawn
+    pts = [(x, y) for x, y in points if _drawable(x) and _drawable(y)]
+    marks = [j for j in judged if _drawable(j.x) and _drawable(j.value)]
     if not pts and not marks:
         return None
     ys = [y for _, y in pts] + [j.value for j in marks if j.value]

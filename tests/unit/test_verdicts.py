@@ -13,7 +13,7 @@ from hpcval.report import load_run_report
 from hpcval.runid import new_run_id
 from hpcval.site import Site
 from hpcval.store import Store
-from hpcval.verdicts import stored, store_and_judge
+from hpcval.verdicts import store_and_judge, stored
 
 
 def _site(tmp_path: Path) -> Site:

@@ -15,12 +15,16 @@ declared figure becomes a performance variable backed by stored samples
 
 from __future__ import annotations
 
+import copy
 import os
+import shlex
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import reframe as rfm
+import reframe.utility.osext as osext
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError, SanityError
@@ -31,6 +35,14 @@ from hpcval import topology
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.paths import project_root
+from hpcval.rfm import outcome
+from hpcval.rfm.site import (
+    UnsafeConfigValue,
+    check_env_name,
+    check_script_option,
+    is_plain_value,
+    shell_value,
+)
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
 
 # Topologies of the partitions, by full name (detected once per session).
@@ -52,6 +64,10 @@ def recording() -> bool:
 
 class ReferencesFailure(ReframeError):
     """A check's references are missing or wrong (shown as the failure reason)."""
+
+
+class ConfigFailure(ReframeError):
+    """A site config value that would reach a job script unsafely."""
 
 
 def _known_check_names(test: Any) -> set[str]:
@@ -119,7 +135,7 @@ class _EnvironMpirun(JobLauncher):
         self.options = list(options)
 
     def command(self, job: Any) -> list[str]:
-        return [self._mpirun, "-np", str(job.num_tasks)]
+        return [shlex.quote(self._mpirun), "-np", str(job.num_tasks)]
 
 
 #: Partition extra naming a directory on the partition's shared (network) file
@@ -279,6 +295,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         shared = self.current_partition.extras.get(SHARED_FS_EXTRA)
         if not shared:
             return None
+        if any(c in str(shared) for c in "'\n\r\0"):
+            raise ConfigFailure(
+                f"partition {self.current_partition.fullname} extras.{SHARED_FS_EXTRA} "
+                f"{str(shared)!r} holds a quote or a line break: name a plain directory")
         part, env = self.current_partition.name, self.current_environ.name
         return str(Path(str(shared)) / f"hpcval-{self.unique_name}-{part}-{env}")
 
@@ -294,10 +314,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         should remove its own; see :meth:`leftovers`), remove it, and remove
         *output_dir* itself where it is a per-test directory on a shared file
         system rather than the stage directory."""
-        files = f"'{output_dir}'/{pattern}"
+        files = f"{shlex.quote(output_dir)}/{pattern}"
         cmds = [f"ls -1d {files} 2>/dev/null > {LEFTOVERS_FILE} || true", f"rm -f {files}"]
         if output_dir not in (".", str(self.stagedir)):
-            cmds.append(f"rmdir '{output_dir}' 2>/dev/null || true")
+            cmds.append(f"rmdir {shlex.quote(output_dir)} 2>/dev/null || true")
         return cmds
 
     def leftovers(self) -> list[str]:
@@ -317,17 +337,116 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             return
         self._hpcval_refs = self._hpcval_resolve_references()
         self.reference = {"*": {v: r.as_reframe() for v, r in self._hpcval_refs.items()}}
+        # variables and units are known now: a mismatch fails before the benchmark runs
+        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
+        try:
+            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
+                                 self._hpcval_entry_name)
+        except HpcvalError as err:
+            raise ReferencesFailure(str(err)) from None
 
     @run_before("run")
     def _hpcval_launcher(self) -> None:
+        """The environment's own ``mpirun``; every launch recorded by the
+        wrapper script (:mod:`hpcval.rfm.outcome`); with ``srun``, one task's
+        death ends the whole step at once. Idempotent: checks that write
+        repeated launches call it before reading the launcher's command."""
         mpirun = self.current_environ.extras.get("mpirun")
         launcher = self.job.launcher
         if mpirun and type(launcher).__name__ == "MpirunLauncher":
-            self.job.launcher = _EnvironMpirun(str(mpirun), launcher.options)
+            launcher = self.job.launcher = _EnvironMpirun(str(mpirun), launcher.options)
+        where = f"partition {self.current_partition.fullname} launcher options"
+        try:
+            options = [check_script_option(o, where) for o in launcher.options]
+        except UnsafeConfigValue as err:
+            raise ConfigFailure(str(err)) from None
+        if type(launcher).__name__ == "SrunLauncher" and not any(
+                o.startswith(("--kill-on-bad-exit", "-K")) for o in options):
+            # Slurm's default lets the other tasks run on after one dies
+            # (until the time limit): end the step at once, naming the task.
+            options.append("--kill-on-bad-exit=1")
+        launcher.options = [o if o == shlex.quote(o) or o.startswith("'") else shlex.quote(o)
+                            for o in options]
+        if launcher.modifier != "sh" or not launcher.modifier_options[:1] or \
+                not launcher.modifier_options[0].endswith(outcome.LAUNCH_SCRIPT):
+            stage = Path(self.stagedir)
+            script = stage / outcome.LAUNCH_SCRIPT
+            script.write_text(outcome.LAUNCH_SCRIPT_TEXT)
+            (stage / outcome.LAUNCH_STATUS).unlink(missing_ok=True)
+            inner = [launcher.modifier, *launcher.modifier_options] if launcher.modifier else []
+            launcher.modifier = "sh"
+            launcher.modifier_options = [shlex.quote(str(script)),
+                                         shlex.quote(str(stage / outcome.LAUNCH_STATUS)), *inner]
+
+    @run_before("run")
+    def _hpcval_quote_environment(self) -> None:
+        """Config values that reach the job script's ``export K=V`` lines are
+        quoted (``$NAME`` references stay expansions): nothing in a site
+        config or a ``-S env_vars=`` is executed. Partition ``env_vars``
+        (ReFrame's own, not copied per test) and scheduler ``access`` options
+        are checked and rejected when unsafe."""
+        env = self.current_environ
+        where = f"environment {env.name!r} (site config) env_vars"
+        part = self.current_partition
+        try:
+            quoted = OrderedDict((check_env_name(k, where), shell_value(v))
+                                 for k, v in env.env_vars.items())
+            for k, v in part.local_env.env_vars.items():
+                check_env_name(k, f"partition {part.fullname} env_vars")
+                if not is_plain_value(v):
+                    raise UnsafeConfigValue(
+                        f"partition {part.fullname} env_vars {k}: value {v!r} holds shell "
+                        "characters (spaces, quotes, ;, $(...), backticks): set it in a "
+                        "programming environment, where hpcval quotes it")
+            for opt in [*part.access, *self.job.options]:
+                check_script_option(opt, f"partition {part.fullname} access/job options")
+            test_env = {check_env_name(k, f"{self.unique_name} env_vars"): shell_value(v)
+                        for k, v in self.env_vars.items()}
+        except UnsafeConfigValue as err:
+            raise ConfigFailure(str(err)) from None
+        safe = copy.copy(env)
+        safe._env_vars = quoted
+        self._current_environ = safe
+        self.env_vars = test_env
+
+    @run_before("sanity")
+    def _hpcval_job_outcome(self) -> None:
+        """Fail, naming the cause, where the job did not end well, whatever
+        the output looks like: a launch with a non-zero exit status or a
+        signal, a launch that never ended, a scheduler event (time limit,
+        node failure, preemption, out of memory). The check's own sanity
+        message follows the cause where it has one."""
+        stage = Path(self.stagedir)
+        launches = outcome.read_launches(stage / outcome.LAUNCH_STATUS)
+        state = None
+        sched = type(self.job.scheduler).__name__
+        if "Slurm" in sched or "Squeue" in sched:
+            info = outcome.slurm_job_state(str(self.job.jobid))
+            state = info.get("JobState")
+            self._hpcval_job_info = info
+        program = Path(str(self.executable).split()[0]).name if self.executable else "job"
+        why = outcome.job_failure(
+            launches, exitcode=self.job.exitcode, signal_number=self.job.signal,
+            scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
+            program=program, stdout=self.stdout_path())
+        if why is None:
+            return
+        own = ""
+        if hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
+            with osext.change_dir(str(stage)):
+                try:
+                    sn.evaluate(self._rfm_sanity())
+                except Exception as err:  # noqa: BLE001 - any failure of the check's parse
+                    own = f" (the check's own verdict: {str(err).splitlines()[0]})" \
+                        if str(err) else ""
+        raise SanityError(f"{why}{own}")
 
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:
         reported = {name: fn.unit for name, fn in self.perf_variables.items()}
+        if reported:
+            # judged or recorded, an impossible figure is never a measurement
+            self._hpcval_check_figures()
         if (not reported and not self._hpcval_refs) or recording():
             return
         try:
@@ -335,6 +454,26 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                                  self._hpcval_entry_name)
         except HpcvalError as err:
             raise ReferencesFailure(str(err)) from None
+
+    def _hpcval_check_figures(self) -> None:
+        """Every figure is a finite, physically possible measurement (no
+        ``inf``, no negative time or bandwidth, no bandwidth above the
+        partition's ceiling): such a value passes every reference and must
+        fail the check instead, named."""
+        ceiling = self.current_partition.extras.get(
+            "max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
+        values: dict[str, tuple[object, str | None]] = {}
+        with osext.change_dir(str(self.stagedir)):
+            for name, fn in self.perf_variables.items():
+                try:
+                    values[name] = (sn.evaluate(fn), fn.unit)
+                except SanityError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a figure that cannot be computed
+                    raise SanityError(f"figure {name} cannot be computed: {err}") from None
+        bad = outcome.impossible_figures(values, float(ceiling))
+        if bad:
+            raise SanityError("impossible figure(s), not a measurement: " + "; ".join(bad))
 
     def _hpcval_resolve_references(self) -> dict[str, refs.Reference]:
         name = self.reference_entry or type(self).__name__

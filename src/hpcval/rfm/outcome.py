@@ -1,0 +1,293 @@
+"""How a benchmark job ended, told in one line.
+
+A benchmark can print a complete, plausible table and still have failed: a
+rank crashed after its last row, the launcher exited non-zero, the scheduler
+ended the job for its time limit or a node failure. :class:`hpcval.rfm.HpcvalTest`
+asks this module, before judging any output, whether the job ended well, and
+fails the check naming the cause (exit code, signal, scheduler event, the tail
+of the job's standard error). Figures that are not finite or cannot be
+physical (negative times, a bandwidth beyond any transport) are rejected here
+too. Nothing here needs ReFrame: the functions take what the job left behind.
+
+Every launch of the benchmark goes through :data:`LAUNCH_SCRIPT`, a small
+POSIX shell wrapper written in the stage directory that appends ``start`` and
+``end <exit status>`` to :data:`LAUNCH_STATUS`; a check that runs its
+benchmark several times in one job (samples) so gets every launch judged,
+whatever the job script's last command returned.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+LAUNCH_SCRIPT = "hpcval-launch.sh"
+LAUNCH_STATUS = "hpcval-launch-status"
+
+LAUNCH_SCRIPT_TEXT = """#!/bin/sh
+# Written by hpcval (hpcval.rfm.outcome): runs one launch of the benchmark and
+# records how it ended, so that a crash after a complete table fails the check.
+status=$1
+shift
+echo start >> "$status"
+"$@"
+rc=$?
+echo "end $rc" >> "$status"
+exit $rc
+"""
+
+#: Slurm job states that end a job for a reason of the scheduler or the
+#: machine, with how hpcval names them.
+SLURM_EVENTS: dict[str, str] = {
+    "TIMEOUT": "time limit reached: Slurm cancelled the job (TIMEOUT)",
+    "NODE_FAIL": "node failure: Slurm ended the job because a node failed (NODE_FAIL)",
+    "PREEMPTED": "preempted: Slurm ended the job for another one (PREEMPTED)",
+    "OUT_OF_MEMORY": "out of memory: the job was killed for exceeding its memory (OUT_OF_MEMORY)",
+    "BOOT_FAIL": "node boot failure: the job could not start (BOOT_FAIL)",
+    "DEADLINE": "deadline reached: Slurm cancelled the job (DEADLINE)",
+    "CANCELLED": "cancelled: the job was cancelled (CANCELLED)",
+}
+
+#: Lines schedulers and launchers write to a job's standard error when they
+#: end it, and what they mean.
+STDERR_EVENTS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"CANCELLED AT \S+ DUE TO TIME LIMIT"), "TIMEOUT"),
+    (re.compile(r"CANCELLED AT \S+ DUE TO NODE FAIL"), "NODE_FAIL"),
+    (re.compile(r"DUE TO PREEMPTION"), "PREEMPTED"),
+    (re.compile(r"oom[-_ ]kill|Out Of Memory|OUT_OF_MEMORY", re.IGNORECASE), "OUT_OF_MEMORY"),
+    (re.compile(r"JOB \S+ ON \S+ CANCELLED AT"), "CANCELLED"),
+]
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; ``signal 70`` where the number has no name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_status(code: int) -> str:
+    """An exit status as a shell reports it: above 128 it is a signal."""
+    if code > 128 and code - 128 < 65:
+        return f"exit code {code} (128+{code - 128}: killed by {signal_name(code - 128)})"
+    return f"exit code {code}"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of the benchmark: its exit status, or ``None`` if it never ended."""
+
+    number: int
+    status: int | None
+
+
+def read_launches(path: Path) -> list[Launch] | None:
+    """The launches recorded in a :data:`LAUNCH_STATUS` file, ``None`` where
+    there is no such file (the job never ran the wrapper)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    launches: list[Launch] = []
+    for line in lines:
+        words = line.split()
+        if words[:1] == ["start"]:
+            launches.append(Launch(len(launches) + 1, None))
+        elif words[:1] == ["end"] and launches and launches[-1].status is None:
+            try:
+                code = int(words[1])
+            except (IndexError, ValueError):
+                code = 255
+            launches[-1] = Launch(launches[-1].number, code)
+    return launches
+
+
+#: How launchers say that one rank died, with the rank and the signal or code.
+RANK_DEATH: list[re.Pattern[str]] = [
+    # Intel MPI / MPICH hydra
+    re.compile(r"RANK (?P<rank>\d+) PID \d+ RUNNING AT (?P<node>\S+)\s*\n\s*=\s*"
+               r"(?:KILLED BY SIGNAL: (?P<signal>\d+)|EXIT STATUS: (?P<code>\d+))"),
+    re.compile(r"EXIT STRING: .*\(signal (?P<signal>\d+)\)"),
+    # Open MPI
+    re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) exited on "
+               r"signal (?P<signal>\d+)"),
+    re.compile(r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]\s*\n\s*Exit code:\s*(?P<code>\d+)"),
+    # srun
+    re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<rank>[\d,-]+): (?P<what>[A-Z][\w ]+)"),
+]
+
+
+def rank_death(*paths: Path) -> str | None:
+    """What the launcher said about a rank that died (its rank, node and signal
+    or exit code), from the job's output files, or ``None``."""
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for pattern in RANK_DEATH:
+            m = pattern.search(text)
+            if not m:
+                continue
+            found = m.groupdict()
+            who = f"rank {found['rank']}" if found.get("rank") else "a rank"
+            if found.get("node"):
+                who += f" on {found['node']}"
+            if found.get("signal"):
+                return f"{who} was killed by {signal_name(int(found['signal']))}"
+            if found.get("code"):
+                return f"{who} exited with code {found['code']}"
+            if found.get("what"):
+                return f"{who}: {found['what'].strip()}"
+    return None
+
+
+def stderr_tail(path: Path, lines: int = 3, width: int = 300) -> str:
+    """The last non-empty lines of a job's standard error, joined with `` | ``."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    tail = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    joined = " | ".join(tail)
+    return joined if len(joined) <= width else "..." + joined[-width:]
+
+
+def stderr_event(path: Path) -> str | None:
+    """A scheduler event (a key of :data:`SLURM_EVENTS`) written in the job's stderr."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    for pattern, event in STDERR_EVENTS:
+        if pattern.search(text):
+            return event
+    return None
+
+
+def slurm_job_state(jobid: str, timeout: float = 10) -> dict[str, str]:
+    """``scontrol show job -o`` as a mapping (``JobState``, ``Reason``,
+    ``ExitCode``, ...); empty where Slurm no longer knows the job (it forgets
+    finished jobs after ``MinJobAge``) or cannot be asked. Works without an
+    accounting database, unlike ``sacct``."""
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", str(jobid)], capture_output=True,
+                             text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    fields: dict[str, str] = {}
+    for word in out.stdout.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_number: int | None,
+                scheduler_state: str | None, stderr: Path, program: str,
+                stdout: Path | None = None) -> str | None:
+    """Why the job failed, in one line, or ``None`` if it ended well.
+
+    ``launches`` come from :func:`read_launches`; ``exitcode``/``signal_number``
+    are the job script's as the scheduler reports them (``None`` where it does
+    not, e.g. Slurm without accounting); ``scheduler_state`` is Slurm's job
+    state where known."""
+    causes: list[str] = []
+    event = None
+    state = (scheduler_state or "").split()[0] if scheduler_state else ""
+    if state in SLURM_EVENTS:
+        event = state
+    else:
+        event = stderr_event(stderr)
+    if event is not None:
+        causes.append(SLURM_EVENTS[event])
+    if launches:
+        total = len(launches)
+        for launch in launches:
+            which = f"{program} (launch {launch.number} of {total})" if total > 1 else program
+            if launch.status is None:
+                if event is None:
+                    causes.append(f"{which} never ended: the job was killed while it ran")
+                break
+            if launch.status != 0:
+                causes.append(f"{which} ended with {describe_status(launch.status)}")
+                break
+    if not causes:
+        if signal_number:
+            causes.append(f"the job script was killed by {signal_name(signal_number)}")
+        elif exitcode:
+            causes.append(f"the job script ended with {describe_status(exitcode)}")
+        elif state == "FAILED":
+            causes.append("Slurm reports the job FAILED")
+    if not causes:
+        return None
+    death = rank_death(stderr, *([stdout] if stdout else []))
+    if death:
+        causes.append(death)
+    tail = stderr_tail(stderr)
+    return "; ".join(causes) + (f"; stderr: {tail}" if tail else "")
+
+
+#: Units of times: a measured time is never negative.
+TIME_UNITS = {"ns", "us", "usec", "ms", "s", "sec", "min", "h"}
+
+#: Bandwidth units in MB/s (10^6 bytes per second), for the ceiling.
+BANDWIDTH_UNITS: dict[str, float] = {
+    "B/s": 1e-6, "KB/s": 1e-3, "MB/s": 1.0, "GB/s": 1e3, "TB/s": 1e6,
+    "KiB/s": 1.024e-3, "MiB/s": 1.048576, "GiB/s": 1073.741824, "Mbytes/sec": 1.0,
+    "Gb/s": 125.0, "Mb/s": 0.125, "Gbit/s": 125.0, "Mbit/s": 0.125,
+}
+
+#: Default ceiling of a bandwidth figure, in MB/s: 10 TB/s, beyond any
+#: memory or network transport of a node today. A partition sets its own with
+#: ``extras.max_bandwidth_mbs`` (e.g. a 1 GbE lab link: 125).
+DEFAULT_MAX_BANDWIDTH_MBS = 1e7
+
+#: Figures that may go below zero: differences of two measured times.
+_SIGNED = re.compile(r"cost|overhead|change|delta|diff|gain|saving", re.IGNORECASE)
+
+
+def impossible_figure(name: str, value: object, unit: str | None,
+                      max_bandwidth_mbs: float = DEFAULT_MAX_BANDWIDTH_MBS) -> str | None:
+    """Why a figure cannot be a measurement (not a number, not finite,
+    a negative time or bandwidth, a bandwidth above the ceiling), or ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{name} = {value!r} is not a number"
+    if not math.isfinite(value):
+        return f"{name} = {value} {unit or ''} is not finite".replace("  ", " ")
+    unit = unit or ""
+    signed = bool(_SIGNED.search(name))
+    if value < 0 and not signed and (unit in TIME_UNITS or unit in BANDWIDTH_UNITS
+                                     or unit == "%"):
+        return f"{name} = {value:g} {unit} is negative: a {_kind(unit)} cannot be"
+    if unit in BANDWIDTH_UNITS and value * BANDWIDTH_UNITS[unit] > max_bandwidth_mbs:
+        return (f"{name} = {value:g} {unit} is above the ceiling of {max_bandwidth_mbs:g} MB/s "
+                "for this partition (extras.max_bandwidth_mbs): not a measurement")
+    return None
+
+
+def _kind(unit: str) -> str:
+    if unit in TIME_UNITS:
+        return "time"
+    if unit in BANDWIDTH_UNITS:
+        return "bandwidth"
+    return "share"
+
+
+def impossible_figures(values: Mapping[str, tuple[object, str | None]],
+                       max_bandwidth_mbs: float = DEFAULT_MAX_BANDWIDTH_MBS) -> list[str]:
+    """:func:`impossible_figure` over ``{name: (value, unit)}``."""
+    found = []
+    for name, (value, unit) in values.items():
+        why = impossible_figure(name, value, unit, max_bandwidth_mbs)
+        if why:
+            found.append(why)
+    return found

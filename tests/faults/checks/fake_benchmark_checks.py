@@ -1,0 +1,58 @@
+"""Checks that run the fake benchmarks of tests/faults/bin through real ReFrame
+on the `local` site, judged like imb_pingpong_check (its references), so that
+every way a benchmark can fail is seen exactly as a real one would be."""
+
+from pathlib import Path
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after
+
+from hpcval.rfm.imb import ImbPingPongBase
+
+FAKE_IMB = str(Path(__file__).resolve().parent.parent / "bin" / "fake-imb")
+
+#: Fake IMB modes (tests/faults/bin/fake-imb); a rank killed while the others
+#: run is fake_rank_death_check's.
+MODES = ["ok", "crash-after-table", "exit1-after-table", "exit255-after-table",
+         "segv-after-table", "rank-exit1", "garbage", "binary", "empty",
+         "stderr-only", "truncated", "hang", "inf", "nan", "negative", "above-ceiling",
+         "time-out-rows", "out-of-mem-rows"]
+
+
+@rfm.simple_test
+class fake_imb_check(ImbPingPongBase):
+    """IMB PingPong as judged on the local site, with IMB replaced by fake-imb."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+mpi +imb"]
+    reference_entry = "imb_pingpong_check"
+    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+    mode = parameter(MODES, loggable=True)
+    time_limit = "6s"
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        self.executable = FAKE_IMB
+        self.executable_opts = [self.mode, *self.executable_opts]
+
+
+@rfm.simple_test
+class fake_rank_death_check(ImbPingPongBase):
+    """One rank is killed (SIGKILL) while rank 0 still runs: the launcher must
+    end the job at once (well within the time limit) and the check must name
+    the signal. Open MPI's and MPICH's mpirun end non-MPI ranks too; Intel
+    MPI's hydra ends a job when an MPI rank dies (mode ``mpi-rank-sigkill``
+    runs real IMB ranks), not when a plain process does."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+openmpi", "+mpich", "+impi"]
+    reference_entry = "imb_pingpong_check"
+    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+    time_limit = "30s"
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        impi = "impi" in self.current_environ.features
+        mode = "mpi-rank-sigkill" if impi else "rank-sigkill"
+        self.executable = FAKE_IMB
+        self.executable_opts = [mode, *self.executable_opts]

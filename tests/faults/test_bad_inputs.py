@@ -1,0 +1,247 @@
+"""Bad input: references, host expectations and command-line arguments a
+person gets wrong. Each case is one ``hpcval`` command on a checkout that
+already holds a stored run; it must exit 2 with one line naming the file and
+the key, print no traceback, leave the stored results as they were, and run
+no benchmark."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .conftest import CHECKS, assert_clean_failure, needs_impi, run, run_inprocess, tree_digest
+
+pytestmark = pytest.mark.integration
+
+REFS = "site-configs/local/references.yaml"
+HOST = "site-configs/local/host-expectations.yaml"
+
+PINGPONG_OK = """imb_pingpong_check:
+  $index: [cache]
+  warm: {lat_0B: [100.0, null, 0.0, us], lat_8B: [100.0, null, 0.0, us],
+         bw_2KiB: [20.0, 0.0, null, MB/s], bw_64KiB: [100.0, 0.0, null, MB/s],
+         bw_1MiB: [200.0, 0.0, null, MB/s], bw_4MiB: [200.0, 0.0, null, MB/s]}
+"""
+
+
+def _alias_bomb(levels: int = 12) -> bytes:
+    """A few kilobytes of YAML whose aliases expand 9-fold per level."""
+    lines = ["a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return ("imb_pingpong_check:\n  '*':\n    lat_0B: [1, null, 0, us]\n" + "\n".join(lines)
+            + "\n").encode()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: the file written (or None), its content, the command,
+    the exit code and what the error line must name."""
+
+    name: str
+    file: str | None
+    content: bytes
+    args: tuple[str, ...]
+    code: int
+    names: tuple[str, ...]
+
+
+def refs_case(name: str, text: str | bytes, *names: str,
+              args: tuple[str, ...] = ("references", "check", "--site", "local")) -> Case:
+    data = text.encode() if isinstance(text, str) else text
+    return Case(name, REFS, data, args, 2, ("references.yaml", *names))
+
+
+CASES = [
+    # --- references.yaml: what `references check` (and a run) reject -------------
+    refs_case("non-utf8-byte", PINGPONG_OK.replace("us]", "\xb5s]", 1).encode("latin-1"),
+              "byte offset", "not UTF-8 (byte 0xb5)"),
+    refs_case("alias-bomb", _alias_bomb(), "YAML too large"),
+    refs_case("deep-nesting", "x: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+    refs_case("yaml-syntax", "imb_pingpong_check:\n  '*': [1, 2\n", "line", "not valid YAML"),
+    refs_case("top-level-list", "- imb_pingpong_check\n", "top level must map"),
+    refs_case("unknown-check", PINGPONG_OK + "imb_pinpong_check:\n  '*': {x: [1, 0, 0, us]}\n",
+              "imb_pinpong_check", "did you mean 'imb_pingpong_check'"),
+    refs_case("lower-threshold-positive",
+              PINGPONG_OK.replace("bw_2KiB: [20.0, 0.0,", "bw_2KiB: [20.0, 0.5,"),
+              "imb_pingpong_check.warm.bw_2KiB", "lower threshold 0.5"),
+    refs_case("upper-threshold-negative",
+              PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0,", "lat_0B: [100.0, null, -0.2,"),
+              "imb_pingpong_check.warm.lat_0B", "upper threshold -0.2"),
+    refs_case("zero-reference-positive-lower",
+              PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0,", "lat_0B: [0, 0.5, null,"),
+              "imb_pingpong_check.warm.lat_0B", "ReFrame would reject"),
+    refs_case("negative-reference-upper-above-1",
+              PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0,", "lat_0B: [-5, null, 1.5,"),
+              "imb_pingpong_check.warm.lat_0B", "ReFrame would reject"),
+    refs_case("string-value", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                                  "[fast, null, 0.0, us], lat_8B"),
+              "lat_0B", "must be a number"),
+    refs_case("nan-value", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                               "[.nan, null, 0.0, us], lat_8B"),
+              "lat_0B", "must be a number"),
+    refs_case("inf-value", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                               "[.inf, null, 0.0, us], lat_8B"),
+              "lat_0B", "must be a number"),
+    refs_case("bool-value", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                                "[true, null, 0.0, us], lat_8B"),
+              "lat_0B", "must be a number"),
+    refs_case("short-tuple", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                                 "[100.0, null], lat_8B"),
+              "lat_0B", "[value, lower, upper, unit]"),
+    refs_case("unit-not-string", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                                     "[100.0, null, 0.0, 7], lat_8B"),
+              "lat_0B", "unit must be a string"),
+    refs_case("bad-regex-key", PINGPONG_OK.replace("  warm:", "  'warm(':"),
+              "imb_pingpong_check.warm(", "invalid regular expression"),
+    refs_case("regex-scope-without-index",
+              "imb_pingpong_check:\n  '.*': {lat_0B: [100.0, null, 0.0, us]}\n",
+              "imb_pingpong_check..*", "not a ReFrame scope"),
+    refs_case("index-attribute-missing", PINGPONG_OK.replace("$index: [cache]",
+                                                             "$index: [cahce]"),
+              "imb_pingpong_check.$index", "no attribute 'cahce'", "did you mean 'cache'"),
+    refs_case("index-not-a-list", PINGPONG_OK.replace("$index: [cache]", "$index: cache"),
+              "imb_pingpong_check.$index", "must be a list"),
+    refs_case("index-level-missing",
+              PINGPONG_OK.replace("$index: [cache]", "$index: [cache, $environ]"),
+              "imb_pingpong_check.warm", "is a level missing"),
+    refs_case("entry-not-mapping", "imb_pingpong_check: 5\n", "imb_pingpong_check",
+              "expected a mapping"),
+    refs_case("empty-scope", "imb_pingpong_check:\n  '*': {}\n", "imb_pingpong_check.*",
+              "expected a mapping of variable"),
+    refs_case("xfail-malformed", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
+                                                     "['$xfail', [100.0, null, 0.0, us]], lat_8B"),
+              "lat_0B", "expected failure"),
+    refs_case("non-string-check-name", "42:\n  '*': {lat_0B: [1, null, 0, us]}\n", "42",
+              "check names must be strings"),
+    # the same files refused by `validate` before any benchmark runs
+    refs_case("validate-non-utf8", PINGPONG_OK.replace("us]", "\xb5s]", 1).encode("latin-1"),
+              "byte offset", args=("validate", "--site", "local")),
+    refs_case("validate-alias-bomb", _alias_bomb(), "YAML too large",
+              args=("validate", "--site", "local")),
+    refs_case("validate-index-attribute", PINGPONG_OK.replace("$index: [cache]",
+                                                              "$index: [cahce]"),
+              "no attribute 'cahce'", args=("validate", "--site", "local")),
+    refs_case("validate-reframe-threshold",
+              PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0,", "lat_0B: [0, 0.5, null,"),
+              "ReFrame would reject", args=("validate", "--site", "local")),
+    # --- host-expectations.yaml -------------------------------------------------
+    Case("host-non-utf8", HOST, b"smt_control: \"of\xfff\"\n",
+         ("references", "check", "--site", "local"), 2,
+         ("host-expectations.yaml", "byte offset 16", "not UTF-8")),
+    Case("host-alias-bomb", HOST, _alias_bomb().replace(b"imb_pingpong_check:\n  '*':\n    "
+                                                         b"lat_0B: [1, null, 0, us]\n", b""),
+         ("references", "check", "--site", "local"), 2, ("host-expectations.yaml", "too large")),
+    Case("host-unknown-setting", HOST, b"smt_contrl: 'off'\n",
+         ("references", "check", "--site", "local"), 2,
+         ("host-expectations.yaml", "smt_contrl", "unknown setting")),
+    Case("host-min-not-number", HOST, b"net.core.busy_read: {min: lots}\n",
+         ("references", "check", "--site", "local"), 2,
+         ("host-expectations.yaml", "net.core.busy_read.min", "must be a number")),
+    # --- command-line arguments ---------------------------------------------------
+    Case("site-command-substitution", None, b"", ("validate", "--site", "$(touch INJECTED)"),
+         2, ("--site", "not a site name")),
+    Case("site-backticks", None, b"", ("references", "check", "--site", "`touch INJECTED`"),
+         2, ("--site", "not a site name")),
+    Case("site-semicolon", None, b"", ("validate", "--site", "local;touch INJECTED"),
+         2, ("--site", "not a site name")),
+    Case("site-space", None, b"", ("validate", "--site", "local x"), 2,
+         ("--site", "not a site name")),
+    Case("site-path", None, b"", ("validate", "--site", "../site-configs/local"), 2,
+         ("--site", "not a site name")),
+    Case("site-absolute-path", None, b"", ("report", "--site", "/etc"), 2,
+         ("--site", "not a site name")),
+    Case("site-unknown", None, b"", ("validate", "--site", "nosuchsite"), 2,
+         ("nosuchsite",)),
+    Case("capture-tolerance-above-1", None, b"",
+         ("references", "capture", "--site", "local", "--tolerance", "2"), 2,
+         ("--tolerance", "between 0 and 1")),
+    Case("capture-tolerance-negative", None, b"",
+         ("references", "capture", "--site", "local", "--tolerance", "-0.1"), 2,
+         ("--tolerance",)),
+    Case("capture-missing-report", None, b"",
+         ("references", "capture", "--site", "local", "--tolerance", "0.2", "nosuch.json"), 2,
+         ("nosuch.json",)),
+    Case("capture-garbage-report", "garbage.json", b"{not json",
+         ("references", "capture", "--site", "local", "--tolerance", "0.2", "garbage.json"), 2,
+         ("garbage.json",)),
+    Case("report-wrong-shape", "shape.json", b'{"runs": 5, "session_info": []}',
+         ("report", "--site", "local", "shape.json"), 2, ("shape.json",)),
+    Case("compare-wrong-shape", "shape.json", b'[1, 2, 3]',
+         ("compare", "--site", "local", "shape.json", "shape.json"), 2, ("shape.json",)),
+    Case("report-non-utf8", "bad.json", b'{"runs": [\xff]}',
+         ("report", "--site", "local", "bad.json"), 2, ("bad.json",)),
+]
+
+
+@pytest.fixture(scope="module")
+def stored(module_checkout: Path) -> Path:
+    """The module's checkout with one passing run stored (fake IMB, exit 0)."""
+    needs_impi()
+    res = run(module_checkout, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_imb_check.*mode=ok$")
+    assert res.returncode == 0, res.output
+    return module_checkout
+
+
+@pytest.fixture
+def site(stored: Path) -> Iterator[Path]:
+    """The stored checkout; the site's files restored after each case."""
+    saved = {p: (stored / p).read_bytes() for p in (REFS, HOST)}
+    yield stored
+    for p, data in saved.items():
+        (stored / p).write_bytes(data)
+    for extra in ("garbage.json", "shape.json", "bad.json"):
+        (stored / extra).unlink(missing_ok=True)
+
+
+#: Cases also run as a separate `hpcval` process (the rest go through
+#: hpcval.cli.main in the test process: one Python start-up for all).
+SUBPROCESS = {"site-command-substitution", "site-semicolon", "non-utf8-byte", "alias-bomb"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(site: Path, case: Case, monkeypatch: pytest.MonkeyPatch,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    if case.file is not None:
+        (site / case.file).write_bytes(case.content)
+    before = tree_digest(site / "var")
+    if case.name in SUBPROCESS:
+        res = run(site, *case.args, timeout=120)
+    else:
+        res = run_inprocess(site, *case.args, monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, case.code, *case.names)
+    assert tree_digest(site / "var") == before, "stored results changed"
+    assert not (site / "INJECTED").exists() and not Path("INJECTED").exists()
+    assert "+ " not in res.stdout or "reframe" not in res.stdout, "a benchmark ran"
+
+
+def test_alias_bomb_fails_fast(site: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    """20 levels of 9-fold aliases (9^20 values) in under 9 KB: refused, not
+    expanded (expanding it would not end)."""
+    (site / REFS).write_bytes(_alias_bomb(20))
+    assert len((site / REFS).read_bytes()) < 9_000
+    res = run_inprocess(site, "references", "check", "--site", "local",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 2, "references.yaml", "YAML too large")
+
+
+def test_no_directory_for_unknown_site(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A rejected --site creates nothing under var/."""
+    before = sorted(p.name for p in (stored / "var").iterdir())
+    for name in ("$(touch INJECTED)", "../x", "nosuchsite"):
+        run_inprocess(stored, "validate", "--site", name, monkeypatch=monkeypatch,
+                      capsys=capsys)
+    assert sorted(p.name for p in (stored / "var").iterdir()) == before
+
+
+def test_good_files_still_pass(site: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The corpus's good starting point is accepted (the cases fail for their fault)."""
+    res = run_inprocess(site, "references", "check", "--site", "local",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 0, res.output
