@@ -126,6 +126,14 @@ def _attribute(test: Any, name: str) -> Any:
     return getattr(test, name)
 
 
+def last_level_cache_bytes(processor: Any) -> int | None:
+    """Size of the largest cache in a ReFrame processor description (its
+    ``topology``), or None when the topology has not been detected; a check
+    should rather ask :meth:`HpcvalTest.topology`, which also knows this host."""
+    return topology.of_processor({"num_cpus": 1, "topology": getattr(processor, "topology",
+                                                                      None)}).llc_bytes
+
+
 class _EnvironMpirun(JobLauncher):
     """``mpirun -np N`` with the programming environment's own ``mpirun``, so
     that two MPI stacks on one machine never launch each other's binaries."""
