@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CHECKS, assert_clean_failure, needs_impi, run, run_inprocess, tree_digest
+from .conftest import assert_clean_failure, run, run_inprocess, tree_digest
 
 pytestmark = pytest.mark.integration
 
@@ -174,16 +174,6 @@ CASES = [
     Case("report-non-utf8", "bad.json", b'{"runs": [\xff]}',
          ("report", "--site", "local", "bad.json"), 2, ("bad.json",)),
 ]
-
-
-@pytest.fixture(scope="module")
-def stored(module_checkout: Path) -> Path:
-    """The module's checkout with one passing run stored (fake IMB, exit 0)."""
-    needs_impi()
-    res = run(module_checkout, "validate", "--site", "local", "--", "-c", str(CHECKS),
-              "-n", "fake_imb_check.*mode=ok$")
-    assert res.returncode == 0, res.output
-    return module_checkout
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ FAKE_IMB = str(Path(__file__).resolve().parent.parent / "bin" / "fake-imb")
 MODES = ["ok", "crash-after-table", "exit1-after-table", "exit255-after-table",
          "segv-after-table", "rank-exit1", "garbage", "binary", "empty",
          "stderr-only", "truncated", "hang", "inf", "nan", "negative", "above-ceiling",
-         "time-out-rows", "out-of-mem-rows"]
+         "time-out-rows", "out-of-mem-rows", "ok-env"]
 
 
 @rfm.simple_test
