@@ -56,3 +56,24 @@ class fake_rank_death_check(ImbPingPongBase):
         mode = "mpi-rank-sigkill" if impi else "rank-sigkill"
         self.executable = FAKE_IMB
         self.executable_opts = [mode, *self.executable_opts]
+
+
+@rfm.simple_test
+class fake_lab_fault_check(ImbPingPongBase):
+    """On the Slurm lab, one rank per node: ``mpi-rank-sigkill`` kills rank
+    1's IMB mid-run (srun must end the step at once), ``hang`` runs into
+    Slurm's time limit, ``mpi-long`` runs IMB for minutes (to kill a node's
+    slurmd under it), ``ok`` is the control."""
+
+    valid_systems = ["lab"]
+    valid_prog_environs = ["+impi"]
+    reference_entry = "imb_pingpong_check"
+    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+    mode = parameter(["ok", "mpi-rank-sigkill", "hang", "mpi-long"], loggable=True)
+    num_tasks_per_node = 1
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        self.executable = FAKE_IMB
+        self.executable_opts = [self.mode, *self.executable_opts]
+        self.time_limit = "1m" if self.mode == "hang" else "10m"
