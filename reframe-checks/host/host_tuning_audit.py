@@ -1,4 +1,5 @@
-"""Host tuning audit (seed 002): SMT, tuned profile, busy polling, TCP
+"""Host tuning audit (the host settings of "Getting higher MPI performance for
+HPC applications on Google Cloud"): SMT, tuned profile, busy polling, TCP
 buffers, transparent huge pages, NUMA balancing, CPU mitigations, SELinux,
 firewall tables, locked-memory and open-file limits, NIC driver and interrupt
 coalescing, read without root on a compute node and compared with the site's
@@ -26,7 +27,7 @@ class host_tuning_audit_check(HpcvalTest, rfm.RunOnlyRegressionTest):
     descr = "Host settings for tightly coupled MPI vs the site's expectations"
     valid_systems = ["*"]
     valid_prog_environs = ["+plain"]
-    num_tasks = 1
+    rank_count = 1
     executable = sys.executable
     tags = {"host", "audit", "tuning"}
 

@@ -1,4 +1,6 @@
-"""Result-output cost of a CFD run (seed 001: V10, V11/POSIX and MPI-IO).
+"""Result-output cost of a CFD run: the three output strategies of Software
+Cradle's "SMBDirect BMT まとめ" (V10 per-rank-then-gather, V11/POSIX
+gather-to-root, MPI-IO).
 
 Output cost = run time with output − run time without, and the share of the
 run spent writing, per strategy and rank count (strong scaling: the total grid
@@ -21,9 +23,9 @@ class cfdio_output_cost_check(CfdioOutputCostBase):
     #: Output strategy of the proxy.
     strategy = parameter(["none", "per-rank-then-gather", "gather-to-root", "mpiio"],
                          loggable=True)
-    #: MPI ranks (skipped above the partition's CPUs where those are known).
+    #: MPI ranks (no case on a partition with fewer CPUs).
     ranks = parameter([1, 2, 4, 8, 16, 32, 64], loggable=True)
 
-    @run_after("setup")
+    @run_after("init")
     def set_ranks(self) -> None:
-        self.use_tasks(self.ranks)
+        self.rank_count = self.ranks

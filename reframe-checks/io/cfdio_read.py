@@ -1,4 +1,5 @@
-"""Post-processing read of result files (seed 001): one or several readers at
+"""Post-processing read of result files (Software Cradle's "SMBDirect BMT
+まとめ": 1 GbE saturates when several readers run at once): one or several readers at
 once, per-reader and aggregate read bandwidth, so a file server's link that
 saturates under concurrent readers shows. How the proxy reads and drops the
 page cache: :class:`hpcval.rfm.cfdio.CfdioReadBase`."""
@@ -15,9 +16,9 @@ class cfdio_read_check(CfdioReadBase):
     valid_systems = ["*"]
     tags = {"io", "cfdio", "read"}
 
-    #: Concurrent readers (one MPI rank each; skipped above the partition's CPUs).
+    #: Concurrent readers (one MPI rank each; no case above the partition's CPUs).
     readers = parameter([1, 2, 4, 8], loggable=True)
 
-    @run_after("setup")
+    @run_after("init")
     def set_readers(self) -> None:
-        self.use_tasks(self.readers, "readers")
+        self.rank_count = self.readers

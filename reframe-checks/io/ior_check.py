@@ -1,6 +1,6 @@
 """IOR: file-system write and read-back bandwidth through POSIX and MPI-IO,
-one file per rank or one shared file (seed 001's output strategies on an
-established benchmark).
+one file per rank or one shared file (the output strategies of Software
+Cradle's "SMBDirect BMT まとめ" on an established benchmark).
 
 Skipped with a reason where IOR is not installed; how IOR is found, where
 its files go and how it is judged: :mod:`hpcval.rfm.ior`.

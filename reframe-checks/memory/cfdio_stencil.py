@@ -1,9 +1,10 @@
-"""The cfdio proxy's stencil bandwidth against the STREAM-triad kernel, same
-binary, same ranks, one run (seed 004's yardstick): the fraction tells whether
-the proxy loads memory like the CFD codes it stands for (docs/performance.md)."""
+"""The cfdio proxy's stencil bandwidth against the STREAM-triad-like kernel, same
+binary, same ranks, one run (the triad yardstick of "The Performance of Remote
+Memory Access over InfiniBand"): the fraction tells whether the proxy loads
+memory like the CFD codes it stands for (docs/performance.md). All CPUs of the
+node as ranks; how: :class:`hpcval.rfm.cfdio.CfdioStencilBase`."""
 
 import reframe as rfm
-from reframe.core.builtins import run_after
 
 from hpcval.rfm.cfdio import CfdioStencilBase
 
@@ -13,7 +14,3 @@ class cfdio_stencil_check(CfdioStencilBase):
     descr = "cfdio stencil bandwidth as a fraction of triad bandwidth (same ranks)"
     valid_systems = ["*"]
     tags = {"memory", "stream", "triad", "cfdio"}
-
-    @run_after("setup")
-    def set_ranks(self) -> None:
-        self.num_tasks = self.current_partition.processor.num_cpus or 1

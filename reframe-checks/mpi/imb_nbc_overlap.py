@@ -1,23 +1,23 @@
-"""CPU left to the application during non-blocking collectives (seed 003).
+"""CPU left to the application during non-blocking collectives.
 
-Seed 003 contrasts an offloading interconnect (0.8 % CPU at ~100 Gb/s) with
-an onloading one (59 %). IMB-NBC measures it without busy-polling benchmarks:
-it times a non-blocking collective alone (``t_pure``), then overlapped with
-computation (``t_ovrl``), and reports ``overlap[%]``, the share of the
-collective the CPU could spend computing, and ``t_CPU``. Median of several
-runs with its spread; how: :class:`hpcval.rfm.imb.ImbSampledBase`."""
+G. Shainer's "Offloading vs. onloading: the case of CPU utilization" contrasts
+an offloading interconnect (0.8 % CPU at ~100 Gb/s) with an onloading one
+(59 %). IMB-NBC measures it without busy-polling benchmarks: it times a
+non-blocking collective alone (``t_pure``), then overlapped with computation
+(``t_ovrl``), and reports ``overlap[%]``, the share of the collective the CPU
+could spend computing, and ``t_CPU``. Median of several runs; how:
+:class:`hpcval.rfm.imb.ImbBase`."""
 
 import reframe as rfm
 
-from hpcval.rfm.imb import ImbSampledBase, figure
+from hpcval.rfm.imb import ImbBase, figure
 
 
 @rfm.simple_test
-class imb_nbc_overlap_check(ImbSampledBase):
+class imb_nbc_overlap_check(ImbBase):
     descr = "IMB-NBC Iallreduce/Ialltoall: computation/communication overlap"
     valid_systems = ["*"]
-    executable = "IMB-NBC"
-    num_tasks = 2
+    program = "IMB-NBC"
     benchmarks = ["Iallreduce", "Ialltoall"]
     msglog = (10, 20)
     figures = (

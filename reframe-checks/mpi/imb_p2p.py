@@ -1,18 +1,17 @@
 """IMB-P2P PingPong and Unirandom: the point-to-point suite's own ping-pong
-and random-partner streaming, with message rate. Median of several runs with
-its spread; how: :class:`hpcval.rfm.imb.ImbSampledBase`."""
+and random-partner streaming, with message rate. Median of several runs; how:
+:class:`hpcval.rfm.imb.ImbBase`."""
 
 import reframe as rfm
 
-from hpcval.rfm.imb import ImbSampledBase, figure
+from hpcval.rfm.imb import ImbBase, figure
 
 
 @rfm.simple_test
-class imb_p2p_check(ImbSampledBase):
+class imb_p2p_check(ImbBase):
     descr = "IMB-P2P PingPong/Unirandom: bandwidth and message rate"
     valid_systems = ["*"]
-    executable = "IMB-P2P"
-    num_tasks = 2
+    program = "IMB-P2P"
     benchmarks = ["PingPong", "Unirandom"]
     msglog = (10, 20)
     figures = (

@@ -1,10 +1,13 @@
 """IMB PingPong between two ranks on one node: one-way latency and bandwidth.
 
-Seed 000 judges a cloud NIC by IMB PingPong between two VMs (2 KiB-4 MiB);
-seed 004 shows that a buffer reused every iteration (cache-warm) overstates
+Google Cloud's "Accelerating MPI applications using Google Virtual NIC
+(gVNIC)" judges a NIC by IMB PingPong between two VMs (2 KiB-4 MiB); Iwaida,
+Suzuki and Midorikawa ("The Performance of Remote Memory Access over
+InfiniBand") show that a buffer reused every iteration (cache-warm) overstates
 real bandwidth several times, so the check runs cache-warm and cache-cold
-(``-off_cache`` sized from the detected last-level cache). How IMB is run and
-judged: :class:`hpcval.rfm.imb.ImbPingPongBase`.
+(``-off_cache`` sized from the detected last-level cache). Each figure is the
+median of several IMB runs in the job. How IMB is run and judged:
+:class:`hpcval.rfm.imb.ImbPingPongBase`.
 """
 
 import reframe as rfm

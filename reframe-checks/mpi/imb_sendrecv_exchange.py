@@ -1,18 +1,18 @@
 """IMB Sendrecv and Exchange: a chain and a ring of neighbours exchanging
-messages, the point-to-point pattern of halo exchanges (seed 002's CFD and
-weather codes). Each figure is the median of several runs with its spread;
-how: :class:`hpcval.rfm.imb.ImbSampledBase`."""
+messages, the point-to-point pattern of halo exchanges (the CFD and weather
+codes of "Getting higher MPI performance for HPC applications on Google
+Cloud"). Each figure is the median of several runs; how:
+:class:`hpcval.rfm.imb.ImbBase`."""
 
 import reframe as rfm
 
-from hpcval.rfm.imb import ImbSampledBase, figure
+from hpcval.rfm.imb import ImbBase, figure
 
 
 @rfm.simple_test
-class imb_sendrecv_exchange_check(ImbSampledBase):
+class imb_sendrecv_exchange_check(ImbBase):
     descr = "IMB Sendrecv/Exchange: neighbour exchange time and bandwidth"
     valid_systems = ["*"]
-    num_tasks = 2
     benchmarks = ["Sendrecv", "Exchange"]
     figures = (
         figure("sendrecv_t_8B", "Sendrecv", 8, "t_avg_usec"),

@@ -1,4 +1,5 @@
-"""Intel MPI tuned collectives are not slower than the default (seed 002).
+"""Intel MPI tuned collectives are not slower than the default (the tuning
+of "Getting higher MPI performance for HPC applications on Google Cloud").
 
 Runs IMB with Intel MPI's default algorithm choice and with the site's tuned
 ``I_MPI_ADJUST_<COLLECTIVE>`` setting (``mpi-tuning.yaml`` beside the site's
@@ -10,14 +11,14 @@ rank count; a malformed file fails. Logic: :mod:`hpcval.tuning`,
 :class:`hpcval.rfm.imb.ImbLabelledRunsBase`.
 """
 
-import statistics
 
 import reframe as rfm
-from reframe.core.builtins import performance_function, run_after, sanity_function, variable
+from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcval import tuning
 from hpcval.errors import SiteError
+from hpcval.figures import Figure
 from hpcval.rfm.imb import ImbLabelledRunsBase
 from hpcval.site import Site
 
@@ -26,13 +27,9 @@ from hpcval.site import Site
 class imb_tuned_collectives_check(ImbLabelledRunsBase):
     descr = "Intel MPI tuned collective setting vs the default choice"
     valid_systems = ["*"]
-    repetitions = 100
+    repetitions = 60
     tags = {"mpi", "impi", "tuning", "collectives"}
-
-    #: Default/tuned pairs of runs in the job.
-    #:
-    #: :type: :class:`int`
-    samples = variable(int, value=3, loggable=True)
+    figures = (Figure("tuned_vs_default", "%", better="lower"),)
 
     #: The tuned setting in use (from the site's ``mpi-tuning.yaml``).
     #:
@@ -59,17 +56,12 @@ class imb_tuned_collectives_check(ImbLabelledRunsBase):
         default = [f'echo "{tuning.MARKER} 0"', launch]
         return tuned + (default + tuned) * (self.samples - 1)
 
-    def ratios(self):
-        return self.parse_stdout(lambda text, source: tuning.tuned_vs_default_pct(
-            tuning.parse_labelled_runs(text, self.collective, source)))
+    def measure(self):
+        return {"tuned_vs_default": tuning.tuned_vs_default_pct(self.labelled())}
 
     @sanity_function
     def every_pair_measured(self):
-        ratios = self.ratios()
+        ratios = self.figure_samples()["tuned_vs_default"]
         if len(ratios) != self.samples:
             raise SanityError(f"{len(ratios)} default/tuned pair(s), {self.samples} expected")
         return True
-
-    @performance_function("%")
-    def tuned_vs_default(self):
-        return statistics.median(self.ratios())

@@ -1,18 +1,16 @@
 """IMB Uniband and Biband: a window of non-blocking messages in one and in
 both directions: sustained bandwidth and message rate rather than PingPong's
-round trips. Median of several runs with its spread; how:
-:class:`hpcval.rfm.imb.ImbSampledBase`."""
+round trips. Median of several runs; how: :class:`hpcval.rfm.imb.ImbBase`."""
 
 import reframe as rfm
 
-from hpcval.rfm.imb import ImbSampledBase, figure
+from hpcval.rfm.imb import ImbBase, figure
 
 
 @rfm.simple_test
-class imb_uniband_biband_check(ImbSampledBase):
+class imb_uniband_biband_check(ImbBase):
     descr = "IMB Uniband/Biband: windowed bandwidth and message rate"
     valid_systems = ["*"]
-    num_tasks = 2
     benchmarks = ["Uniband", "Biband"]
     msglog = (0, 20)
     figures = (

@@ -1,4 +1,6 @@
-"""Host tuning audit: the settings seed 002 recommends for tightly coupled MPI.
+"""Host tuning audit: the settings M. Jayadevan and D. Wetherall recommend for
+tightly coupled MPI in "Getting higher MPI performance for HPC applications on
+Google Cloud".
 
 Every setting is read without root from ``/proc``, ``/sys``, ``/etc`` and the
 process limits, and compared with the site's expectations

@@ -1,7 +1,8 @@
 """A/B comparison of two stored runs, size by size.
 
-Seed 000 compares two NICs with IMB PingPong and quotes "26 % lower latency on
-average for 2 KiB-4 MiB". :func:`compare_reports` does that for any two ReFrame
+Google Cloud's "Accelerating MPI applications using Google Virtual NIC (gVNIC)"
+compares two NICs with IMB PingPong and quotes "26 % lower latency on average
+for 2 KiB-4 MiB". :func:`compare_reports` does that for any two ReFrame
 run reports (``unshaped`` vs ``1g``, yesterday vs today): for every test case
 present in both runs and every series the check recorded (each message size),
 the change from A to B in percent, and the mean change over a chosen range.
@@ -19,15 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcval.errors import HpcvalError
+from hpcval.figures import better
 from hpcval.report import CaseResult, RunReport, load_run_report
-
-#: Units where a smaller number is better.
-LOWER_IS_BETTER = {"us", "usec", "ms", "s", "ns", "sec"}
-
-#: Words in a figure's name that make a smaller number better whatever its unit
-#: (e.g. ``output_share`` and ``cache_resident`` are fractions, like
-#: ``stencil_fraction_of_triad``, where larger is better).
-LOWER_IS_BETTER_WORDS = {"cost", "share", "resident", "overhead", "time", "latency", "lat"}
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
 _FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -90,8 +84,7 @@ class SeriesComparison:
 
     @property
     def lower_is_better(self) -> bool:
-        words = set(re.split(r"[^a-z]+", self.column.lower()))
-        return self.unit.lower() in LOWER_IS_BETTER or bool(words & LOWER_IS_BETTER_WORDS)
+        return better(self.column, self.unit) == "lower"
 
     def range_points(self, low: float | None, high: float | None) -> list[PointChange]:
         return [p for p in self.points if p.change_pct is not None

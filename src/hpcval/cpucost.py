@@ -1,4 +1,5 @@
-"""CPU cost of communication (seed 003): CPU time a rank spends during a
+"""CPU cost of communication (G. Shainer, "Offloading vs. onloading: the case of
+CPU utilization"): CPU time a rank spends during a
 transfer, and the share of the CPU left to the application.
 
 ``python -m hpcval.cpucost -- PROGRAM ARGS...`` is launched by ``mpirun`` in
@@ -12,7 +13,7 @@ CPU time comes from ``getrusage(RUSAGE_CHILDREN)``, which needs no
 privileges. Where ``perf`` exists the program runs under ``perf stat`` for
 instructions and cycles; a kernel or VM without hardware counters makes
 those ``unsupported`` (and a missing ``perf`` makes them ``unavailable``),
-which the check reports rather than hides. Seed 003 warns that a polling
+which the check reports rather than hides. The article warns that a polling
 benchmark always shows 100 %: the figure is only meaningful when the MPI
 library waits without polling (Intel MPI: ``I_MPI_WAIT_MODE=1``), which is
 why the check runs both ways.
@@ -144,7 +145,7 @@ def cpu_busy_pct(records: list[CpuCost]) -> float:
 
 
 def cpu_available_pct(records: list[CpuCost]) -> float:
-    """Share of a core left to the application (seed 003: 99.2 % offload,
+    """Share of a core left to the application (Shainer: 99.2 % offload,
     40.4 % onload), never below 0."""
     return max(0.0, 100.0 - cpu_busy_pct(records))
 

@@ -3,22 +3,22 @@
 Both are rendered from ReFrame's JSON run report (``var/<site>/reports/``),
 so a report can be made again at any time from stored results. Series a check
 recorded with :meth:`hpcval.rfm.HpcvalTest.record_series` (for example the
-whole IMB table) are plotted with the judged reference band.
+whole IMB table) are plotted with the judged reference band. Nothing here
+imports ReFrame or matplotlib: plots are inline SVG (:mod:`hpcval.svgplot`).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
-import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcval import svgplot
 from hpcval.errors import HpcvalError
-from hpcval.rfm.base import SERIES_FILE
+from hpcval.series import load_samples, load_series
 
 
 @dataclass(frozen=True)
@@ -69,15 +69,17 @@ class CaseResult:
     def passed(self) -> bool:
         return self.result in ("pass", "xfail")
 
+    @property
+    def skipped(self) -> bool:
+        return self.result == "skip"
+
     def series(self) -> dict[str, Any]:
         """Series the check recorded, from its output or stage directory."""
-        for d in (self.outputdir, self.stagedir):
-            if d and (Path(d) / SERIES_FILE).is_file():
-                try:
-                    return json.loads((Path(d) / SERIES_FILE).read_text())
-                except (OSError, ValueError):
-                    return {}
-        return {}
+        return load_series(self.outputdir, self.stagedir)
+
+    def samples(self) -> dict[str, Any]:
+        """Samples of the judged figures, from its output or stage directory."""
+        return load_samples(self.outputdir, self.stagedir)
 
 
 @dataclass
@@ -90,7 +92,31 @@ class RunReport:
 
     @property
     def failures(self) -> list[CaseResult]:
-        return [c for c in self.cases if not c.passed and c.result != "skip"]
+        return [c for c in self.cases if not c.passed and not c.skipped]
+
+    @property
+    def skips(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.skipped]
+
+    def skip_reasons(self) -> list[tuple[str, int]]:
+        """Why cases were skipped: (reason, how many), most frequent first."""
+        counts = Counter(skip_reason(c) for c in self.skips)
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def headline(self) -> str:
+        """``24 passed, 0 failed, 12 skipped: PASS``."""
+        passed = sum(c.passed for c in self.cases)
+        failed = len(self.failures)
+        return (f"{passed} passed, {failed} failed, {len(self.skips)} skipped: "
+                f"{'FAIL' if failed else 'PASS'}")
+
+
+def skip_reason(case: CaseResult) -> str:
+    """A skip's reason, first line, without ReFrame's prefix."""
+    reason = (case.fail_reason or "no reason given").splitlines()[0]
+    for prefix in ("SkipTestError: ", "skipped: "):
+        reason = reason.removeprefix(prefix)
+    return reason.strip() or "no reason given"
 
 
 def load_run_report(path: str | Path) -> RunReport:
@@ -203,11 +229,9 @@ def verdict_table(report: RunReport) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
              for r in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [f"  {r[0]} ({r[1]}): {r[7]}" for r in rows if r[7]]
-    failed = len(report.failures)
-    summary = (f"{len(report.cases)} test case(s), {failed} failed"
-               + (f", {sum(c.result == 'skip' for c in report.cases)} skipped"
-                  if any(c.result == "skip" for c in report.cases) else ""))
+    failed_cases = {(c.display_name, f"{c.partition}+{c.environ}") for c in report.failures}
+    notes = [f"  {r[0]} ({r[1]}): {r[7]}" for r in rows
+             if r[7] and (r[0], r[1]) in failed_cases]
     out = "\n".join(lines) + "\n"
     if notes:
         out += "\nFailures:\n" + "\n".join(notes) + "\n"
@@ -216,86 +240,54 @@ def verdict_table(report: RunReport) -> str:
             if p.result == "fail":
                 out += (f"  {c.display_name} ({c.environ}): {p.variable} = {_fmt(p.value)} "
                         f"{p.unit} is outside {_bounds_text(p)} (reference {_fmt(p.reference)})\n")
-    return out + f"\n{summary}: {'FAIL' if failed else 'PASS'}\n"
+    skips = report.skip_reasons()
+    if skips:
+        out += "\nSkipped:\n" + "".join(f"  {n} x {reason}\n" for reason, n in skips)
+    return out + f"\n{report.headline()}\n"
 
 
-def _drawable(value: object) -> bool:
-    """A positive finite number, which a log axis can show (inf, NaN, 0 and
-    negative figures are reported in the table, not drawn)."""
-    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> str | None:
-    """One figure per recorded series (log-log, one panel per column), with
-    each judged point's reference band; returned as an inline PNG data URI."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = spec.get("columns", {})
-    judged = spec.get("judged", {})
-    if not columns:
-        return None
+def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> list[str]:
+    """One log-log SVG panel per column of a recorded series, with each judged
+    point and its reference band."""
     perf = {p.variable: p for p in case.perf}
-    fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 4), squeeze=False)
-    for ax, (label, col) in zip(axes[0], columns.items(), strict=True):
-        pts = [(x, y) for x, y in col.get("points", [])
-               if _drawable(x) and _drawable(y)]
-        if pts:
-            xs, ys = zip(*pts, strict=True)
-            ax.plot(xs, ys, marker="o", markersize=3, label="measured")
-        band_x, band_lo, band_hi = [], [], []
-        for var, where in judged.items():
+    panels = []
+    for label, col in spec.get("columns", {}).items():
+        judged = []
+        for var, where in spec.get("judged", {}).items():
             p = perf.get(var)
-            if p is None or where.get("column") != label or where.get("x", 0) <= 0:
+            if p is None or where.get("column") != label:
                 continue
             lo, hi = p.bounds()
-            ymin, ymax = ax.get_ylim() if pts else (1e-3, 1e6)
-            band_x.append(where["x"])
-            band_lo.append(lo if lo is not None and lo > 0 else ymin / 10)
-            band_hi.append(hi if hi is not None else ymax * 10)
-            colour = "tab:red" if p.result == "fail" else "tab:green"
-            ax.vlines(where["x"], band_lo[-1], band_hi[-1], color="tab:green", alpha=0.5)
-            if _drawable(p.value):
-                ax.plot([where["x"]], [p.value], marker="D", color=colour, zorder=5)
-        if band_x:
-            order = sorted(range(len(band_x)), key=band_x.__getitem__)
-            ax.fill_between([band_x[i] for i in order], [band_lo[i] for i in order],
-                            [band_hi[i] for i in order], color="tab:green", alpha=0.15,
-                            step="mid", label="reference band")
-            if pts:
-                ax.set_ylim(min(ys) / 3, max(ys) * 3)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel(f"{spec.get('x_label', 'x')} [{spec.get('x_unit', '')}]")
-        ax.set_ylabel(f"{label} [{col.get('unit', '')}]")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.suptitle(f"{case.display_name} — {name} ({case.environ})", fontsize="medium")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+            judged.append(svgplot.Judged(float(where.get("x", 0)), p.value, lo, hi,
+                                         p.result != "fail"))
+        svg = svgplot.panel(f"{name}: {label}",
+                            f"{spec.get('x_label', 'x')} [{spec.get('x_unit', '')}]",
+                            f"{label} [{col.get('unit', '')}]",
+                            [(float(x), y) for x, y in col.get("points", [])], judged)
+        if svg:
+            panels.append(svg)
+    return panels
 
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .6em}
-th{background:#f0f0f0;text-align:left}td.num{text-align:right;font-family:monospace}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1320px}
+table{border-collapse:collapse;font-size:.9em;max-width:100%}
+td,th{border:1px solid #ccc;padding:.25em .6em;overflow-wrap:anywhere}
+th{background:#f0f0f0;text-align:left;white-space:nowrap;overflow-wrap:normal}td.num{text-align:right;font-family:monospace}
 .PASS{color:#176a1d;font-weight:bold}.FAIL,.ERROR{color:#b00020;font-weight:bold}
 .banner{font-size:1.3em;padding:.4em .8em;display:inline-block;border-radius:4px}
 .banner.PASS{background:#e3f4e4}.banner.FAIL{background:#fbe3e6}
-pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap}
+pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}
+.plots{display:flex;flex-wrap:wrap;gap:1em}
+figure{margin:0 0 1.5em 0;max-width:100%}svg{max-width:100%;height:auto}
+figcaption{font-size:.85em;max-width:640px}
 """
 
 
 def render_html(report: RunReport, extra_sections: list[str] | None = None) -> str:
     """A self-contained HTML page: session facts, verdict, plots, failures."""
     s = report.session
-    failed = len(report.failures)
-    verdict = "FAIL" if failed else "PASS"
+    verdict = "FAIL" if report.failures else "PASS"
     esc = html.escape
     facts = [
         ("host", s.get("hostname")), ("started", s.get("time_start")),
@@ -308,8 +300,7 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None) -> s
         f"<title>hpcval report {esc(str(s.get('time_start', '')))}</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>hpcval validation report</h1>",
-        f"<p class='banner {verdict}'>{verdict}: {len(report.cases)} test case(s), "
-        f"{failed} failed</p>",
+        f"<p class='banner {verdict}'>{esc(report.headline())}</p>",
         "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>"
                             for k, v in facts if v) + "</table>",
         "<h2>Verdict</h2><table><tr>"
@@ -325,16 +316,21 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None) -> s
     plots = []
     for case in sorted(report.cases, key=lambda c: (c.display_name, c.environ)):
         for name, spec in case.series().items():
-            uri = _plot_case(case, name, spec)
-            if uri:
-                plots.append(f"<figure><img src='{uri}' alt='{esc(name)}'><figcaption>"
+            panels = _plot_case(case, name, spec)
+            if panels:
+                plots.append(f"<figure><div class='plots'>{''.join(panels)}</div><figcaption>"
                              f"{esc(case.display_name)} on {esc(case.partition)}+"
                              f"{esc(case.environ)} ({esc(case.mpi_stack)}). Diamonds: judged "
-                             "figures; shaded: reference band; sizes of 0 B are judged but "
-                             "not drawn on the log axis.</figcaption></figure>")
+                             "figures (red: failed); shaded: reference band; sizes of 0 B are "
+                             "judged but not drawn on the log axis.</figcaption></figure>")
     if plots:
         parts.append("<h2>Measured series</h2>" + "".join(plots))
-    fails = [c for c in report.cases if c.fail_reason]
+    skips = report.skip_reasons()
+    if skips:
+        parts.append("<h2>Skipped</h2><table><tr><th>cases</th><th>reason</th></tr>"
+                     + "".join(f"<tr><td class='num'>{n}</td><td>{esc(reason)}</td></tr>"
+                               for reason, n in skips) + "</table>")
+    fails = [c for c in report.failures if c.fail_reason]
     if fails:
         parts.append("<h2>Failures</h2>")
         for c in fails:

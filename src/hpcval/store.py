@@ -33,9 +33,9 @@ from typing import Any
 
 from hpcval.errors import HpcvalError, StoreError
 from hpcval.fileio import os_fault
+from hpcval.series import load_samples
 
 SCHEMA_VERSION = 1
-SAMPLES_FILE = "hpcval-samples.json"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -61,6 +61,11 @@ CREATE TABLE IF NOT EXISTS verdicts (
     PRIMARY KEY (run_id, case_key, variable));
 CREATE INDEX IF NOT EXISTS figures_by_series ON figures(case_key, variable);
 """
+
+
+#: Runs in the order they ran: their start time, then the order they were stored
+#: (two run ids made in the same second do not sort by time).
+_RUN_ORDER = "COALESCE(started, 0), rowid"
 
 
 def case_key(display_name: str, system: str, partition: str, environ: str) -> str:
@@ -137,25 +142,11 @@ def _finite(values: Any) -> list[float]:
     return out
 
 
-def _read_samples(case: Any) -> dict[str, Any]:
-    for d in (case.outputdir, case.stagedir):
-        if not d:
-            continue
-        path = Path(d) / SAMPLES_FILE
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                return {}
-            return data if isinstance(data, dict) else {}
-    return {}
-
-
 def records_from_report(report: Any, run_id: str, site: str,
                         provenance: dict[str, Any] | None = None) -> RunRecord:
     """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.report`)
     and the samples files its cases left in their output directories."""
-    from hpcval.figures import better_direction
+    from hpcval.figures import better
 
     s = report.session
     failed = bool(report.failures)
@@ -175,7 +166,7 @@ def records_from_report(report: Any, run_id: str, site: str,
             c.system, c.partition, c.environ, c.mpi_stack, str(raw.get("software_spec", "")),
             ",".join(nodes) if isinstance(nodes, list) else str(nodes), c.result,
             c.fail_phase, c.fail_reason)
-        samples = _read_samples(c) if c.perf else {}
+        samples = load_samples(c.outputdir, c.stagedir) if c.perf else {}
         for p in c.perf:
             value = p.value if isinstance(p.value, int | float) and p.value is not None \
                 and math.isfinite(p.value) else None
@@ -183,9 +174,9 @@ def records_from_report(report: Any, run_id: str, site: str,
             vals = _finite(sdata.get("samples"))
             if not vals and value is not None:
                 vals = [value]
-            better = sdata.get("better") if sdata.get("better") in ("higher", "lower") \
-                else better_direction(p.variable, p.unit)
-            rec.figures.append(FigureRecord(p.variable, p.unit, better, value, vals,
+            direction = sdata.get("better") if sdata.get("better") in ("higher", "lower") \
+                else better(p.variable, p.unit)
+            rec.figures.append(FigureRecord(p.variable, p.unit, direction, value, vals,
                                             p.reference, p.lower, p.upper, p.result))
         run.cases.append(rec)
     return run
@@ -319,7 +310,7 @@ class Store:
     def runs(self) -> list[dict[str, Any]]:
         with self.connect() as conn:
             conn.row_factory = sqlite3.Row
-            return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY run_id")]
+            return [dict(r) for r in conn.execute(f"SELECT * FROM runs ORDER BY {_RUN_ORDER}")]
 
     def history(self, check: str | None = None, variable: str | None = None,
                 case: str | None = None, before: str | None = None) -> list[HistoryPoint]:
@@ -331,12 +322,14 @@ class Store:
                  "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
         args: list[Any] = []
         for clause, value in (("c.check_name=?", check), ("f.variable=?", variable),
-                              ("f.case_key=?", case), ("f.run_id<?", before)):
+                              ("f.case_key=?", case),
+                              ("r.rowid<(SELECT rowid FROM runs WHERE run_id=?)", before)):
             if value is not None:
                 query += f" AND {clause}"
                 args.append(value)
         with self.connect() as conn:
-            rows = conn.execute(query + " ORDER BY f.run_id", args).fetchall()
+            rows = conn.execute(query + " ORDER BY " + _RUN_ORDER.replace("started", "r.started")
+                                .replace("rowid", "r.rowid"), args).fetchall()
         return [HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
                              r[7], _finite(json.loads(r[8])), r[9], r[10]) for r in rows]
 
@@ -367,14 +360,17 @@ class Store:
                 raise os_fault(self.path, err, "moving the broken store aside") from None
         skipped: list[str] = []
         count = 0
+        loaded = []
+        for path in sorted(reports):
+            try:
+                loaded.append((path, load_run_report(path)))
+            except HpcvalError as err:
+                skipped.append(str(err))
+        # stored in the order the runs ran, as they were when first stored
+        loaded.sort(key=lambda pr: (pr[1].session.get("time_start_unix") or 0, pr[0].name))
         with self.connect(write=True) as conn:
-            for path in sorted(reports):
+            for path, report in loaded:
                 run_id = path.stem.removeprefix("run-report-")
-                try:
-                    report = load_run_report(path)
-                except HpcvalError as err:
-                    skipped.append(str(err))
-                    continue
                 run = records_from_report(report, run_id, site)
                 saved = _saved_verdicts(path)
                 if saved:

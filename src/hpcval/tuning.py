@@ -1,6 +1,7 @@
-"""Collective algorithm tuning for Intel MPI (seed 002).
+"""Collective algorithm tuning for Intel MPI, as in "Getting higher MPI
+performance for HPC applications on Google Cloud".
 
-Seed 002 tunes Intel MPI's collective algorithms per node count × ranks per
+That article tunes Intel MPI's collective algorithms per node count × ranks per
 node (``mpitune``). hpcval does the same with IMB: the sweep check runs one
 collective with every ``I_MPI_ADJUST_<COLLECTIVE>`` preset Intel MPI offers
 (the range is read from ``impi_info`` on the node), and this module picks the

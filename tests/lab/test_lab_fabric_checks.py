@@ -79,7 +79,7 @@ def _perf(report: Path) -> dict[str, dict[str, float]]:
 def test_1g_fails_the_bandwidth_checks_and_compare_reports_it(lab_store: Path) -> None:
     rc, out, unshaped = _validate(lab_store)
     assert rc == 0, out[-3000:]
-    assert "2 test case(s), 0 failed: PASS" in out
+    assert "2 passed, 0 failed, 0 skipped: PASS" in out
 
     cluster.set_fabric("1g")
     rc, out, shaped = _validate(lab_store)

@@ -23,11 +23,11 @@ FAKE_HPCVAL = """#!/bin/sh
 echo "args: $*"
 sleep "${FAKE_SLEEP:-0}"
 if [ "${FAKE_RC:-0}" = 0 ]; then
-  echo "2 test case(s), 0 failed: PASS"
+  echo "2 passed, 0 failed, 0 skipped: PASS"
 else
   echo "  imb_pingpong_internode_check (impi): bw_4MiB = 118.1 MB/s is outside >= 300.0 \
 (reference 1,200)"
-  echo "2 test case(s), 1 failed: FAIL"
+  echo "1 passed, 1 failed, 0 skipped: FAIL"
 fi
 exit "${FAKE_RC:-0}"
 """
@@ -53,7 +53,7 @@ def test_passing_run_is_silent_and_recorded(tmp_path: Path) -> None:
     assert proc.stdout == "" and proc.stderr == ""
     store = tmp_path / "var" / "lab" / "scheduled"
     last = (store / "last").read_text()
-    assert last.startswith("PASS ") and "site=lab exit=0 2 test case(s), 0 failed" in last
+    assert last.startswith("PASS ") and "site=lab exit=0 2 passed, 0 failed" in last
     log = Path(last.split("log=")[1].strip())
     assert "args: validate --site lab -- --tag internode" in log.read_text()
 
@@ -152,7 +152,7 @@ def test_scheduled_slurm_job_runs_the_real_checks_and_stores_results(tmp_path: P
             time.sleep(2)
         assert last.exists(), "the scheduled run did not finish within 10 minutes"
         line = last.read_text()
-        assert line.startswith("PASS ") and "2 test case(s), 0 failed" in line, line
+        assert line.startswith("PASS ") and "2 passed, 0 failed" in line, line
         assert list((store / "reports").glob("run-report-*.json"))
         assert (store / "html" / "latest.html").is_file()
         assert (store / "history.sqlite").is_file()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.ior import environ_path_dirs, find_ior
+from hpcval.rfm.base import environ_path_dirs
+from hpcval.rfm.ior import find_ior
 
 
 def fake_ior(directory: Path) -> Path:

@@ -40,7 +40,7 @@ def test_verdict_names_failing_variable_value_and_bound(tmp_path):
     assert "lat_0B = 1.78 us is outside <= 0.001 (reference 0.001)" in text
     assert "bw_4MiB   10,874 MB/s" in text and ">= 200.0" in text
     assert "sanity: IMB PingPong 1048576 B not measured: out-of-mem" in text
-    assert text.rstrip().endswith("3 test case(s), 2 failed, 1 skipped: FAIL")
+    assert text.rstrip().endswith("0 passed, 2 failed, 1 skipped: FAIL")
     html = render_html(report)
     assert "<td class='FAIL'>FAIL</td>" in html and "out-of-mem" in html
 
@@ -74,3 +74,44 @@ def test_html_written_atomically(tmp_path):
     out = write_html(report, tmp_path / "html" / "r.html")
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in out.parent.iterdir()] == ["r.html"]
+
+
+def test_headline_counts_passed_failed_skipped_and_groups_skips(tmp_path):
+    cases = [case(f"cfdio_read_check %readers={n}", "pass") for n in (1, 2)]
+    cases += [case("osu_bw_check", "skip", fail_reason="osu_bw not found in PATH: install it"),
+              case("osu_latency_check", "skip",
+                   fail_reason="osu_latency not found in PATH: install it"),
+              case("ior_check", "skip", fail_reason="ior not found in PATH: install it"),
+              case("ior_check %api=MPIIO", "skip", fail_reason="ior not found in PATH: install it")]
+    report = load_run_report(run_report(tmp_path, cases))
+    assert report.headline() == "2 passed, 0 failed, 4 skipped: PASS"
+    assert report.skip_reasons() == [("ior not found in PATH: install it", 2),
+                                     ("osu_bw not found in PATH: install it", 1),
+                                     ("osu_latency not found in PATH: install it", 1)]
+    text = verdict_table(report)
+    assert "Skipped:\n  2 x ior not found in PATH: install it\n" in text
+    assert "Failures:" not in text  # a skip is not a failure
+    html = render_html(report)
+    assert "2 passed, 0 failed, 4 skipped: PASS" in html and "<h2>Skipped</h2>" in html
+
+
+def test_reading_reports_imports_neither_reframe_nor_matplotlib(tmp_path):
+    import subprocess
+    import sys
+
+    path = run_report(tmp_path, [case("x_check", "pass")])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "hpcval-series.json").write_text(json.dumps({"s": {
+        "x_label": "size", "x_unit": "B", "judged": {},
+        "columns": {"bw": {"unit": "MB/s", "points": [[1, 2.0], [2, 3.0]]}}}}))
+    data = json.loads(path.read_text())
+    data["runs"][0]["testcases"][0]["outputdir"] = str(tmp_path / "out")
+    path.write_text(json.dumps(data))
+    code = ("import sys; from hpcval.report import load_run_report, verdict_table, render_html; "
+            f"r = load_run_report({str(path)!r}); verdict_table(r); "
+            "assert '<polyline' in render_html(r); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('reframe', 'matplotlib')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

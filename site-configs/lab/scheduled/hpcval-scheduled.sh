@@ -8,8 +8,8 @@
 # go to var/<site>/ as for any run), appends one line per run to
 # var/<site>/scheduled/history and rewrites var/<site>/scheduled/last:
 #
-#   PASS 20261122T121500Z site=lab exit=0 2 test case(s), 0 failed log=...
-#   FAIL 20261122T122000Z site=lab exit=1 2 test case(s), 2 failed log=...
+#   PASS 20261122T121500Z site=lab exit=0 2 passed, 0 failed log=...
+#   FAIL 20261122T122000Z site=lab exit=1 0 passed, 2 failed log=...
 #
 # On failure it prints what failed to stderr and exits non-zero, so cron mails
 # it (MAILTO) and Slurm marks the job FAILED with the exit code; on success it
@@ -52,7 +52,7 @@ fi
 "$hpcval" validate --site "$site" -- "$@" >>"$log" 2>&1
 rc=$?
 
-summary=$(grep -E '^[0-9]+ test case\(s\)' "$log" | tail -n 1)
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -n 1)
 [ -n "$summary" ] || summary="no verdict: reframe did not complete (see the log)"
 [ $rc -eq 0 ] && status=PASS || status=FAIL
 line="$status $stamp site=$site exit=$rc $summary log=$log"

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--site", default="local", help="site whose results store to use")
     p.add_argument("--range", dest="size_range", default="2KiB:4MiB",
                    help="message sizes of the mean change, LOW:HIGH (default 2KiB:4MiB, "
-                   "the seed's range); 'all' for every size")
+                   "the range of the gVNIC article); 'all' for every size")
     p.add_argument("--check", help="compare only test cases whose name starts with this")
     p.add_argument("--html", type=Path, help="where to write the HTML report "
                    "(default var/<site>/html/compare-<A>-<B>.html)")

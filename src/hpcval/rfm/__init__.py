@@ -1,8 +1,5 @@
-"""ReFrame-facing helpers: the check base mixin and site-config detection.
+"""ReFrame building blocks of hpcval: the base mixin and the benchmark base tests."""
 
-Check files import from here; nothing here is a check itself.
-"""
+from hpcval.rfm.base import HpcvalTest
 
-from hpcval.rfm.base import HpcvalTest, last_level_cache_bytes
-
-__all__ = ["HpcvalTest", "last_level_cache_bytes"]
+__all__ = ["HpcvalTest"]

@@ -4,14 +4,21 @@ It gives a check its site's references (loaded and validated by
 :mod:`hpcval.references`, never written in the check), makes a missing
 reference a failure, records which MPI stack ran, and stores the full data
 series a check measured so that reports can plot more than the judged points.
+
+It also decides, once for every check: how many MPI ranks run (from the
+partition's detected topology, :meth:`HpcvalTest.ranks_on`), the launch
+command of repeated runs in one job (:meth:`HpcvalTest.launch_command`),
+where a benchmark program is (:meth:`HpcvalTest.find_program`), and how a
+declared figure becomes a performance variable backed by stored samples
+(:attr:`HpcvalTest.figures`, :meth:`HpcvalTest.record_samples`).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import os
 import shlex
+import shutil
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -24,7 +31,9 @@ from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.launchers import JobLauncher
 
 from hpcval import references as refs
+from hpcval import topology
 from hpcval.errors import HpcvalError, SiteError
+from hpcval.figures import Figure
 from hpcval.paths import project_root
 from hpcval.rfm import outcome
 from hpcval.rfm.site import (
@@ -34,8 +43,10 @@ from hpcval.rfm.site import (
     is_plain_value,
     shell_value,
 )
+from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
 
-SERIES_FILE = "hpcval-series.json"
+# Topologies of the partitions, by full name (detected once per session).
+_TOPOLOGIES: dict[str, topology.Topology] = {}
 
 # Validated references files, keyed by (path, mtime), so that each file is read
 # once per session however many checks use it.
@@ -107,16 +118,11 @@ def _attribute(test: Any, name: str) -> Any:
     if name == "$environ":
         return test.current_environ.name
     if name.startswith("$processor."):
-        return getattr(test.current_partition.processor, name.split(".", 1)[1])
+        attr = name.split(".", 1)[1]
+        value = getattr(test.current_partition.processor, attr)
+        # what ReFrame left unknown, hpcval's detected topology may know
+        return value if value is not None else getattr(test.topology(), attr, None)
     return getattr(test, name)
-
-
-def last_level_cache_bytes(processor: Any) -> int | None:
-    """Size of the largest cache in a ReFrame processor description, or None
-    when the topology has not been detected."""
-    topology = getattr(processor, "topology", None) or {}
-    sizes = [c.get("size", 0) for c in topology.get("caches", [])]
-    return max(sizes) if sizes else None
 
 
 class _EnvironMpirun(JobLauncher):
@@ -138,6 +144,64 @@ SHARED_FS_EXTRA = "shared_fs_dir"
 
 #: Written by :meth:`HpcvalTest.cleanup_cmds` in the stage directory.
 LEFTOVERS_FILE = "leftovers.txt"
+
+
+#: Stage-directory files of the runs after the first in one job
+#: (:meth:`HpcvalTest.repeat_in_job`): ``sample-<i>.out`` / ``sample-<i>.err``.
+SAMPLE_OUTPUT = "sample-{}.{}"
+
+
+def environ_path_dirs(env_vars: object) -> list[str]:
+    """Directories a programming environment puts on ``PATH`` (its
+    ``env_vars``), without the inherited ``$PATH``."""
+    items = env_vars.items() if hasattr(env_vars, "items") else env_vars or []
+    dirs: list[str] = []
+    for item in items:  # type: ignore[attr-defined]
+        name, value = (item[0], item[1]) if isinstance(item, (list, tuple)) else (item, "")
+        if name == "PATH":
+            dirs += [d for d in str(value).split(":") if d and "$" not in d]
+    return dirs
+
+
+def _executable_in(root: Path, name: str) -> str | None:
+    for candidate in (root / name, root / "bin" / name):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    for found in sorted(root.rglob(name)) if root.is_dir() else []:
+        if found.is_file() and os.access(found, os.X_OK):
+            return str(found)
+    return None
+
+
+def locate_program(name: str, *, spack_prefix: str | None = None,
+                   dirs_var: str | None = None, environ: str | None = None,
+                   environ_dirs: list[str] | None = None) -> tuple[str | None, str]:
+    """Path of program *name* and where it was looked for, in this order: the
+    Spack build the programming environment offers (*spack_prefix*, searched
+    with its subdirectories, e.g. OMB's ``libexec/``); the directories of
+    ``$<dirs_var>`` (colon-separated, each searched with its subdirectories)
+    when the environment is the one ``$<dirs_var minus _DIR>_ENVIRON`` names
+    (default ``impi``), so a build for one MPI never runs under another; the
+    ``PATH`` the environment sets (*environ_dirs*); then ``PATH``."""
+    if spack_prefix:
+        found = _executable_in(Path(spack_prefix), name)
+        if found:
+            return found, f"the environment's Spack build ({spack_prefix})"
+    where = "PATH"
+    if dirs_var:
+        environ_var = dirs_var.removesuffix("_DIR") + "_ENVIRON"
+        dirs = [d for d in os.environ.get(dirs_var, "").split(":") if d]
+        if dirs and (environ is None or os.environ.get(environ_var, "impi") == environ):
+            for d in dirs:
+                found = _executable_in(Path(d), name)
+                if found:
+                    return found, f"${dirs_var}"
+        where = f"${dirs_var} ({os.environ.get(dirs_var, 'unset')}) or PATH"
+    for d in environ_dirs or []:
+        candidate = Path(d) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate), "the environment's PATH"
+    return shutil.which(name), where
 
 
 class HpcvalTest(rfm.RegressionTestPlugin):
@@ -174,6 +238,36 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #:
     #: :type: :class:`str`
     spack_package = variable(str, value="")
+
+    #: Judged figures, declared once (:class:`hpcval.figures.Figure`): each
+    #: becomes a performance variable whose value is the median of its
+    #: samples, stored with the run (``hpcval-samples.json``). A base test
+    #: reads the samples in :meth:`measure`.
+    figures: tuple[Figure, ...] = ()
+
+    #: Runs of the measurement in one job (:meth:`repeat_in_job`), or
+    #: repetitions a benchmark makes itself: the samples of every figure.
+    #:
+    #: :type: :class:`int`
+    samples = variable(int, value=MIN_SAMPLES, loggable=True)
+
+    #: MPI ranks of the job: a number, or ``"node"`` (one per CPU of every node
+    #: of the job, from the partition's topology). ``None``: ``num_tasks`` as
+    #: the check sets it. Partitions with too few CPUs get no test case.
+    #:
+    #: :type: :class:`int`, :class:`str` or :obj:`None`
+    rank_count = variable(int, str, type(None), value=None, loggable=True)
+
+    #: Nodes the ranks are spread over, in equal blocks; ``"internode"``: two
+    #: on a partition with the ``internode`` feature, one elsewhere.
+    #:
+    #: :type: :class:`int` or :class:`str`
+    nodes = variable(int, str, value=1, loggable=True)
+
+    #: The rank count is a multiple of this (2 for checks of rank pairs).
+    #:
+    #: :type: :class:`int`
+    rank_multiple = variable(int, value=1)
 
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
@@ -422,18 +516,173 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         for the report; ``columns`` maps a label to (unit, [(x, y), ...]) and
         ``judged`` maps a performance variable to the (column, x) it judges,
         so the report can draw its reference band."""
-        path = Path(self.stagedir) / SERIES_FILE
-        data: dict[str, Any] = {}
-        if path.exists():
-            data = json.loads(path.read_text())
-        data[name] = {
-            "x_label": x_label,
-            "x_unit": x_unit,
-            "columns": {k: {"unit": u, "points": pts} for k, (u, pts) in columns.items()},
-            "judged": {v: {"column": c, "x": x} for v, (c, x) in (judged or {}).items()},
-        }
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
-        if SERIES_FILE not in self.keep_files:
-            self.keep_files.append(SERIES_FILE)
+        path = write_series(self.stagedir, name, x_label, x_unit, columns, judged)
+        if path.name not in self.keep_files:
+            self.keep_files.append(path.name)
+
+    # -- topology and ranks ---------------------------------------------------
+
+    def topology(self, partition: Any = None) -> topology.Topology:
+        """The processor topology of *partition* (default: the current one)."""
+        part = partition or self.current_partition
+        if part.fullname not in _TOPOLOGIES:
+            _TOPOLOGIES[part.fullname] = topology.of_partition(part)
+        return _TOPOLOGIES[part.fullname]
+
+    def node_count(self, partition: Any = None) -> int:
+        """Nodes of the job on *partition* (default: the current one)."""
+        if self.nodes == "internode":
+            part = partition or self.current_partition
+            return 2 if "internode" in part.features else 1
+        if isinstance(self.nodes, str):
+            raise ReframeError(f"{type(self).__name__}: nodes must be a number or "
+                               f"'internode', not {self.nodes!r}")
+        return int(self.nodes)
+
+    def ranks_on(self, topo: topology.Topology, nodes: int = 1) -> int | None:
+        """The job's MPI ranks on *nodes* nodes of topology *topo*; ``None``
+        where that depends on a CPU count that is unknown."""
+        wanted = self.rank_count if self.rank_count is not None else self.num_tasks
+        if wanted == "node":
+            if not topo.num_cpus:
+                return None
+            per_node = topo.num_cpus - topo.num_cpus % self.rank_multiple
+            return max(2, per_node) * nodes
+        if isinstance(wanted, str):
+            raise ReframeError(f"{type(self).__name__}: rank_count must be a number or "
+                               f"'node', not {wanted!r}")
+        return int(wanted or 1)
+
+    def _fits(self, partition: Any) -> bool:
+        topo, nodes = self.topology(partition), self.node_count(partition)
+        ranks = self.ranks_on(topo, nodes)
+        return ranks is None or not topo.num_cpus or ranks <= max(2, topo.num_cpus * nodes)
+
+    @run_after("init", always_last=True)
+    def _hpcval_fit_partitions(self) -> None:
+        # A case that cannot run on a partition (more ranks than its CPUs) is
+        # not generated there, rather than generated and skipped.
+        from reframe.core.runtime import valid_sysenv_comb
+
+        partitions = list(valid_sysenv_comb(self.valid_systems, [], check_environs=False))
+        fitting = [p for p in partitions if self._fits(p)]
+        if len(fitting) < len(partitions):
+            self.valid_systems = [p.fullname for p in fitting]
+
+    @run_after("setup")
+    def _hpcval_set_tasks(self) -> None:
+        topo, nodes = self.topology(), self.node_count()
+        ranks = self.ranks_on(topo, nodes)
+        if ranks is None or (not topo.num_cpus and ranks > 2):
+            self.skip(f"partition {self.current_partition.fullname}: CPU count unknown, so "
+                      f"{self.rank_count or ranks} ranks cannot be placed: give the partition a "
+                      "`processor` in its site config (hpcval.topology.processor_info()) or "
+                      "enable ReFrame's remote_detect")
+        self.num_tasks = ranks
+        if nodes > 1:
+            self.num_tasks_per_node = ranks // nodes
+
+    # -- programs and launch commands -----------------------------------------
+
+    def find_program(self, name: str, dirs_var: str | None = None,
+                     package: str | None = None) -> str:
+        """Path of program *name* for this programming environment
+        (:func:`locate_program`: its Spack build of *package*, default
+        ``spack_package``, first); skips the test with a reason where absent."""
+        env = self.current_environ
+        path, where = locate_program(name, spack_prefix=self.spack_prefix(package),
+                                     dirs_var=dirs_var, environ=env.name,
+                                     environ_dirs=environ_path_dirs(env.env_vars))
+        hint = f", or set {dirs_var} to its directory" if dirs_var else ""
+        self.skip_if(path is None,
+                     f"{name} not found in {where}: install it (e.g. spack install "
+                     f"{package or self.spack_package or name} in the site's Spack "
+                     f"environment) and put it on PATH{hint}")
+        return str(path)
+
+    def launch_command(self, *argv: str) -> str:
+        """The command line the job script runs for *argv* (default: the
+        executable and its options), launcher included, as one string."""
+        self._hpcval_launcher()
+        # ReFrame copies the task counts into the job only when it writes the
+        # script; a launch line written before needs them now.
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = " ".join(self.job.launcher.run_command(self.job).split())
+        return " ".join([launch, *(argv or (self.executable, *self.executable_opts))])
+
+    def repeat_in_job(self, *argv: str) -> list[str]:
+        """Shell lines running the job's command (or *argv*) ``samples - 1``
+        more times, each into its own output files (:meth:`sample_outputs`)."""
+        line = self.launch_command(*argv)
+        return [f"{line} > {SAMPLE_OUTPUT.format(i, 'out')} 2> {SAMPLE_OUTPUT.format(i, 'err')}"
+                for i in range(2, self.samples + 1)]
+
+    def sample_outputs(self, stream: str = "out") -> list[Path]:
+        """Standard output (``"out"``) or error (``"err"``) of every run in the
+        job: the job's own, then those of :meth:`repeat_in_job`."""
+        own = self.stdout if stream == "out" else self.stderr
+        stage = Path(self.stagedir)
+        return [stage / str(own.evaluate()),
+                *(stage / SAMPLE_OUTPUT.format(i, stream) for i in range(2, self.samples + 1))]
+
+    def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
+        """``parser(text, source=path)`` on the output of every run in the job;
+        a missing or unparsable output is a sanity failure naming the file."""
+        results = []
+        for path in self.sample_outputs(stream):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError as err:
+                raise SanityError(f"cannot read {path}: {err.strerror}") from None
+            try:
+                results.append(parser(text, source=str(path)))
+            except HpcvalError as err:
+                raise SanityError(str(err)) from None
+        return results
+
+    # -- figures and samples --------------------------------------------------
+
+    @run_after("init")
+    def _hpcval_declare_figures(self) -> None:
+        for fig in self.figures:
+            self.perf_variables[fig.name] = sn.make_performance_function(
+                self.figure_value(fig.name), fig.unit)
+
+    def measure(self) -> dict[str, list[float]]:
+        """Samples of every declared figure, read from the job's outputs (a
+        base test that declares figures implements it)."""
+        raise NotImplementedError(f"{type(self).__name__} declares figures but no measure()")
+
+    def figure_samples(self) -> dict[str, list[float]]:
+        """The samples of every declared figure, measured once and stored."""
+        cached: dict[str, list[float]] | None = getattr(self, "_hpcval_samples", None)
+        if cached is None:
+            measured = self.measure()
+            for fig in self.figures:
+                values = measured.get(fig.name, [])
+                if not values:
+                    raise SanityError(f"{fig.name}: no sample measured")
+                self.record_samples(fig.name, values, fig.unit, fig.direction)
+            cached = self._hpcval_samples
+        return cached
+
+    @sn.deferrable
+    def figure_value(self, name: str) -> float:
+        """A figure's value: the median of its samples."""
+        return median(self.figure_samples()[name])
+
+    def record_samples(self, variable: str, values: list[float], unit: str,
+                       better: str | None = None) -> None:
+        """Store the samples of a judged figure in ``hpcval-samples.json`` (kept
+        with the run); ``better`` (``higher``/``lower``) defaults from the
+        figure's name and unit (:func:`hpcval.figures.better`)."""
+        try:
+            path = write_samples(self.stagedir, variable, values, unit, better)
+        except HpcvalError as err:
+            raise SanityError(str(err)) from None
+        if not hasattr(self, "_hpcval_samples"):
+            self._hpcval_samples: dict[str, list[float]] = {}
+        self._hpcval_samples[variable] = [float(v) for v in values]
+        if path.name not in self.keep_files:
+            self.keep_files.append(path.name)

@@ -1,26 +1,25 @@
 """Base tests around hpcval's cfdio proxy (proxies/cfdio): they build it with
-the environment's ``mpicc`` (or use a Spack-built ``cfdio`` on PATH) and judge
-its ``CFDIO`` result line; final checks in ``reframe-checks/`` say what to run.
+the environment's ``mpicc`` (or use a Spack-built ``cfdio``) and judge its
+``CFDIO`` result line; final checks in ``reframe-checks/`` say what to run.
+
+The proxy runs ``samples`` times in one job; each figure is the median of
+the runs' values (:class:`hpcval.rfm.HpcvalTest`).
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (
-    performance_function,
-    run_after,
-    run_before,
-    sanity_function,
-    variable,
-)
+from reframe.core.builtins import run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
 
+from hpcval.errors import HpcvalError
+from hpcval.figures import Figure
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
 from hpcval.paths import project_root
-from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.base import HpcvalTest, environ_path_dirs, locate_program
 
 #: Intel MPI's compiler wrappers find their headers through I_MPI_ROOT; derive
 #: it from the wrapper on PATH when the environment does not set it.
@@ -28,11 +27,19 @@ _IMPI_ROOT = ('if [ -z "$I_MPI_ROOT" ] && [ -f "$(dirname "$(command -v mpicc)")
               'mpi.h" ]; then export I_MPI_ROOT="$(dirname "$(dirname "$(command -v mpicc)")")";'
               ' fi')
 
+#: Output of the proxy's run without output before the ``i``-th run with it.
+BASELINE_OUTPUT = "baseline-{}.out"
+
+
+def result_figure(name: str, unit: str, key: str, better: str | None = None) -> Figure:
+    """A judged figure read from the ``key`` field of the proxy's result line."""
+    return Figure(name, unit, column=key, better=better)
+
 
 class CfdioBase(HpcvalTest, rfm.RegressionTest):
     """Runs the environment's Spack-built ``hpcval-cfdio`` where it offers one
-    (``extras.spack``), else a ``cfdio`` on PATH, else builds proxies/cfdio with
-    ``make MPICC=<environment cc>``."""
+    (``extras.spack``), else a ``cfdio`` on the environment's PATH, else builds
+    proxies/cfdio with ``make MPICC=<environment cc>``."""
 
     valid_prog_environs = ["+mpi"]
     time_limit = "5m"
@@ -41,8 +48,9 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
 
     @run_after("setup")
     def set_source(self) -> None:
-        prefix = self.spack_prefix()
-        built = f"{prefix}/bin/cfdio" if prefix else shutil.which("cfdio")
+        env = self.current_environ
+        built, _ = locate_program("cfdio", spack_prefix=self.spack_prefix(),
+                                  environ=env.name, environ_dirs=environ_path_dirs(env.env_vars))
         if built:
             self.sourcesdir = None
             self.build_system = "CustomBuild"
@@ -63,32 +71,36 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
             # the environment's MPI compiler wrapper (e.g. mpicc.openmpi)
             self.build_system.options = [f"MPICC={self.current_environ.cc or 'mpicc'}"]
 
-    def use_tasks(self, n: int, noun: str = "ranks") -> None:
-        """Run with *n* MPI ranks (*noun*: what they are, for the skip reason);
-        skipped above the partition's CPUs, and above 2 where those are unknown."""
-        cpus = self.current_partition.processor.num_cpus
-        self.skip_if(bool(cpus) and n > cpus, f"{n} {noun} exceed the partition's {cpus} CPUs")
-        self.skip_if(not cpus and n > 2,
-                     f"partition CPU count unknown: running 1 and 2 {noun} only")
-        self.num_tasks = n
+    @run_before("run", always_last=True)
+    def repeat_runs(self) -> None:
+        self.postrun_cmds = [*self.repeat_lines(), *self.postrun_cmds]
 
-    def result(self, name: str | None = None) -> dict:
-        """The parsed CFDIO line of the job's stdout (or of file *name*); when
-        there is none, the error says what the proxy reported on stderr (the
-        path and errno of a failed write, e.g. a full disk)."""
-        from reframe.core.exceptions import SanityError
+    def repeat_lines(self) -> list[str]:
+        """Shell lines of the runs after the first (:meth:`repeat_in_job`)."""
+        return self.repeat_in_job()
 
-        from hpcval.errors import HpcvalError
-        path = Path(self.stagedir) / name if name else self.stdout_path()
+    def result(self, path: Path) -> dict:
+        """The parsed CFDIO line of output file *path*; when there is none, the
+        error says what the proxy reported on its standard error (the path
+        and errno of a failed write, e.g. a full disk)."""
         try:
             text = path.read_text(errors="replace")
-            if name is None:
-                stderr = Path(self.stagedir) / str(self.stderr.evaluate())
-                if stderr.is_file():
-                    text += "\n" + stderr.read_text(errors="replace")
+            for err in (path.with_suffix(".err"),
+                        Path(self.stagedir) / str(self.stderr.evaluate())):
+                if path.suffix == ".out" and err.is_file() and err != path:
+                    text += "\n" + err.read_text(errors="replace")
+                    break
             return parse_cfdio(text, source=str(path))
         except (OSError, HpcvalError) as err:
             raise SanityError(str(err)) from None
+
+    def results(self) -> list[dict]:
+        """The result line of every run in the job."""
+        return [self.result(path) for path in self.sample_outputs()]
+
+    def measure(self) -> dict[str, list[float]]:
+        results = self.results()
+        return {f.name: [float(r[f.column]) for r in results] for f in self.figures}
 
 
 class CfdioFilesBase(CfdioBase):
@@ -109,9 +121,9 @@ class CfdioFilesBase(CfdioBase):
 
 
 class CfdioOutputCostBase(CfdioFilesBase):
-    """Runs the proxy without output (``baseline.out``) and with ``strategy``
-    at ``num_tasks`` ranks in one job; reports output cost (with − without),
-    output share of the run and write bandwidth."""
+    """Runs the proxy without output and with ``strategy`` at ``num_tasks``
+    ranks, in pairs, ``samples`` pairs in one job; reports output cost (with −
+    without), output share of the run and write bandwidth, per pair."""
 
     #: (set by the final check, usually as a parameter: ``strategy``, the
     #: output strategy; ``none`` gives the noise of the difference, ~0)
@@ -120,6 +132,9 @@ class CfdioOutputCostBase(CfdioFilesBase):
     steps = 20
     every = 5
     files = "cfdio_step*"
+    figures = (Figure("output_cost", "s", better="lower"),
+               Figure("output_share", "fraction", better="lower"),
+               result_figure("write_bw", "MB/s", "write_MBs"))
 
     @run_before("run")
     def set_options(self) -> None:
@@ -127,44 +142,49 @@ class CfdioOutputCostBase(CfdioFilesBase):
         common = ["--global", *g, "--steps", str(self.steps), "--every", str(self.every),
                   "--dir", self.output_dir]
         self.executable_opts = [*common, "--strategy", self.strategy]
-        # the job's task count is filled in at submission; the baseline
-        # launch needs it now
-        self.job.num_tasks = self.num_tasks
-        launch = " ".join(self.job.launcher.run_command(self.job).split())
+        self.baseline = self.launch_command(self.cfdio, *common, "--strategy", "none")
         self.prerun_cmds = [f"mkdir -p '{self.output_dir}'",
-                            f"{launch} {self.cfdio} {' '.join(common)} --strategy none "
-                            "> baseline.out"]
+                            f"{self.baseline} > {BASELINE_OUTPUT.format(1)}"]
         self.postrun_cmds = self.cleanup_cmds(self.output_dir, self.files)
+
+    def repeat_lines(self) -> list[str]:
+        lines = []
+        for i, line in enumerate(self.repeat_in_job(), start=2):
+            lines += [f"{self.baseline} > {BASELINE_OUTPUT.format(i)}", line]
+        return lines
+
+    def baselines(self) -> list[dict]:
+        stage = Path(self.stagedir)
+        return [self.result(stage / BASELINE_OUTPUT.format(i))
+                for i in range(1, self.samples + 1)]
+
+    def measure(self) -> dict[str, list[float]]:
+        pairs = [output_cost(run, base) for run, base in zip(self.results(), self.baselines(),
+                                                             strict=True)]
+        return {"output_cost": [cost for cost, _ in pairs],
+                "output_share": [share for _, share in pairs],
+                "write_bw": [float(r["write_MBs"]) for r in self.results()]}
 
     @sanity_function
     def validate(self) -> bool:
-        base = self.result("baseline.out")
-        run = self.result()
-        return sn.all([sn.assert_eq(base["checksum"], run["checksum"],
-                                    msg="field checksum differs between runs: {0} != {1}"),
-                       self.no_leftovers()])
-
-    @performance_function("s")
-    def output_cost(self) -> float:
-        return output_cost(self.result(), self.result("baseline.out"))[0]
-
-    @performance_function("fraction")
-    def output_share(self) -> float:
-        return output_cost(self.result(), self.result("baseline.out"))[1]
-
-    @performance_function("MB/s")
-    def write_bw(self) -> float:
-        return float(self.result()["write_MBs"])
+        checks = [sn.assert_eq(base["checksum"], run["checksum"],
+                               msg="field checksum differs between runs: {0} != {1}")
+                  for run, base in zip(self.results(), self.baselines(), strict=True)]
+        self.figure_samples()
+        return sn.all([*checks, self.no_leftovers()])
 
 
 class CfdioTriadBase(CfdioBase):
     """STREAM-triad-like kernel of the proxy: memory bandwidth of the node
-    (all ranks together), best of ``--reps``."""
+    (all ranks together), best of ``--reps`` in each run."""
+
+    rank_count = "node"
+    figures = (result_figure("triad_bw", "MB/s", "triad_MBs"),)
 
     #: Doubles per array and rank.
     triad_n = variable(int, value=10_000_000)
-    #: Repetitions; the best counts.
-    reps = variable(int, value=10)
+    #: Repetitions per run; the best counts.
+    reps = variable(int, value=2)
 
     @run_before("run")
     def set_options(self) -> None:
@@ -173,27 +193,29 @@ class CfdioTriadBase(CfdioBase):
 
     @sanity_function
     def validate(self) -> bool:
-        return sn.assert_eq(self.result()["valid"], 1)
-
-    @performance_function("MB/s")
-    def triad_bw(self) -> float:
-        return float(self.result()["triad_MBs"])
+        self.figure_samples()
+        return sn.all([sn.assert_eq(r["valid"], 1) for r in self.results()])
 
 
 class CfdioStencilBase(CfdioBase):
     """The proxy's stencil (no output) and the triad kernel in one run with
-    the same ranks: stencil and triad bandwidth and their ratio, the issue's
-    yardstick of whether the proxy stresses memory like a real CFD code.
+    the same ranks: stencil and triad bandwidth and their ratio, the yardstick
+    of whether the proxy stresses memory like a real CFD code.
 
     The grid is sized well beyond the caches (a 2 x 64 MiB field), so both
     kernels run from memory."""
 
+    rank_count = "node"
     global_grid = (256, 256, 128)
     steps = 20
+    figures = (result_figure("stencil_bw", "MB/s", "stencil_MBs"),
+               result_figure("triad_bw", "MB/s", "triad_MBs"),
+               result_figure("stencil_fraction_of_triad", "fraction", "stencil_fraction",
+                             better="higher"))
     #: Doubles per array and rank of the triad.
     triad_n = variable(int, value=20_000_000)
-    #: Triad repetitions; the best counts.
-    reps = variable(int, value=5)
+    #: Triad repetitions per run; the best counts.
+    reps = variable(int, value=1)
 
     @run_before("run")
     def set_options(self) -> None:
@@ -204,32 +226,27 @@ class CfdioStencilBase(CfdioBase):
 
     @sanity_function
     def validate(self) -> bool:
-        return sn.assert_eq(self.result()["valid"], 1)
-
-    @performance_function("MB/s")
-    def stencil_bw(self) -> float:
-        return float(self.result()["stencil_MBs"])
-
-    @performance_function("MB/s")
-    def triad_bw(self) -> float:
-        return float(self.result()["triad_MBs"])
-
-    @performance_function("fraction")
-    def stencil_fraction_of_triad(self) -> float:
-        return float(self.result()["stencil_fraction"])
+        self.figure_samples()
+        return sn.all([sn.assert_eq(r["valid"], 1) for r in self.results()])
 
 
 class CfdioReadBase(CfdioFilesBase):
-    """Post-processing read (seed 001): ``num_tasks`` readers each write a
-    result file of ``read_mb`` MiB, drop it from the page cache, then all read
-    back at once. Reports per-reader (slowest, fastest) and aggregate read
-    bandwidth, so saturation of the file server's link under concurrent
-    readers shows; the files go to the partition's shared file system where it
-    has one (``extras.shared_fs_dir``)."""
+    """Post-processing read (Software Cradle's "SMBDirect BMT まとめ"):
+    ``num_tasks`` readers each write a result file of ``read_mb`` MiB, drop it
+    from the page cache, then all read back at once. Reports per-reader
+    (slowest, fastest) and aggregate read bandwidth, so saturation of the file
+    server's link under concurrent readers shows; the files go to the
+    partition's shared file system where it has one (``extras.shared_fs_dir``).
+    ``cache_resident`` is the share of the files still in the page cache when
+    the read began (0 = read from the device or server; -1 = not measurable)."""
 
     #: MiB each reader writes and reads back.
     read_mb = variable(int, value=256)
     files = "cfdio_read*"
+    figures = (result_figure("aggregate_read_bw", "MB/s", "aggregate_MBs"),
+               result_figure("min_reader_bw", "MB/s", "min_reader_MBs"),
+               result_figure("max_reader_bw", "MB/s", "max_reader_MBs"),
+               result_figure("cache_resident", "fraction", "cache_resident", better="lower"))
 
     @run_before("run")
     def set_options(self) -> None:
@@ -240,22 +257,6 @@ class CfdioReadBase(CfdioFilesBase):
 
     @sanity_function
     def validate(self) -> bool:
-        return sn.all([sn.assert_eq(self.result()["verified"], 1), self.no_leftovers()])
-
-    @performance_function("MB/s")
-    def aggregate_read_bw(self) -> float:
-        return float(self.result()["aggregate_MBs"])
-
-    @performance_function("MB/s")
-    def min_reader_bw(self) -> float:
-        return float(self.result()["min_reader_MBs"])
-
-    @performance_function("MB/s")
-    def max_reader_bw(self) -> float:
-        return float(self.result()["max_reader_MBs"])
-
-    @performance_function("fraction")
-    def cache_resident(self) -> float:
-        """Share of the files still in the page cache when the read began (0 =
-        read from the device or server; -1 = could not be measured)."""
-        return float(self.result()["cache_resident"])
+        self.figure_samples()
+        return sn.all([*(sn.assert_eq(r["verified"], 1) for r in self.results()),
+                       self.no_leftovers()])

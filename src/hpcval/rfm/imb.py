@@ -1,129 +1,29 @@
 """Base tests for Intel MPI Benchmarks: they know how to run IMB and judge
-its tables; final checks in ``reframe-checks/`` only say where and how many.
+its tables; final checks in ``reframe-checks/`` only say what and how many.
+
+Every judged IMB figure is backed by samples: IMB runs ``samples`` times in
+one job (each run with ``repetitions`` iterations per size), and a figure is
+the median over the runs. The lesson of Iwaida, Suzuki and Midorikawa, "The
+Performance of Remote Memory Access over InfiniBand": a figure without its
+spread hides how much it varies.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from typing import NamedTuple
+import sys
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
 
-from hpcval.errors import ParseError
-from hpcval.parsers.imb import ImbTable, check_complete, parse_imb, parse_imb_runs
-from hpcval.rfm.base import HpcvalTest, last_level_cache_bytes
-from hpcval.tuning import MARKER
-
-
-class ImbPingPongBase(HpcvalTest, rfm.RunOnlyRegressionTest):
-    """IMB PingPong between two ranks: one-way latency and bandwidth per size.
-
-    Repetitions are fixed (``-iter N -iter_policy off``) so runs compare. With
-    ``cache = 'cold'``, ``-off_cache`` cycles through buffers larger than the
-    detected last-level cache (seed 004: a reused buffer overstates real
-    bandwidth several times).
-    """
-
-    spack_package = "intel-mpi-benchmarks"
-
-    executable = "IMB-MPI1"
-    num_tasks = 2
-    valid_prog_environs = ["+mpi +imb"]
-    time_limit = "10m"
-
-    #: ``warm``: IMB reuses one buffer (best case); ``cold``: ``-off_cache``.
-    cache = parameter(["warm", "cold"], loggable=True)
-
-    #: Repetitions per message size (``-iter N -iter_policy off``).
-    #:
-    #: :type: :class:`int`
-    repetitions = variable(int, value=500, loggable=True)
-
-    #: Largest message size as a power of two (22: 4 MiB).
-    #:
-    #: :type: :class:`int`
-    max_log2_size = variable(int, value=22, loggable=True)
-
-    #: ``-off_cache`` size in MiB for ``cache = 'cold'``; derived from the
-    #: detected last-level cache when not set (``-1``: IMB's built-in value,
-    #: used when the topology is unknown).
-    #:
-    #: :type: :class:`float` or :obj:`None`
-    off_cache_mib = variable(float, type(None), value=None, loggable=True)
-
-    #: Judged one-way latencies: performance variable -> message size (bytes).
-    #:
-    #: :type: :class:`Dict[str, int]`
-    latency_sizes = variable(typ.Dict[str, int], value={"lat_0B": 0, "lat_8B": 8})
-
-    #: Judged bandwidths: performance variable -> message size (bytes); the
-    #: defaults span the seed's 2 KiB-4 MiB range.
-    #:
-    #: :type: :class:`Dict[str, int]`
-    bandwidth_sizes = variable(typ.Dict[str, int], value={
-        "bw_2KiB": 2048, "bw_64KiB": 65536, "bw_1MiB": 1 << 20, "bw_4MiB": 4 << 20,
-    })
-
-    @run_after("init")
-    def set_perf_variables(self) -> None:
-        for name, size in self.latency_sizes.items():
-            self.perf_variables[name] = sn.make_performance_function(
-                self.figure(size, "t_usec"), "us")
-        for name, size in self.bandwidth_sizes.items():
-            self.perf_variables[name] = sn.make_performance_function(
-                self.figure(size, "mbytes_per_sec"), "MB/s")
-
-    @run_after("setup")
-    def set_options(self) -> None:
-        self.executable_opts = [
-            "PingPong",
-            "-iter", str(self.repetitions), "-iter_policy", "off",
-            "-msglog", f"0:{self.max_log2_size}",
-            # A cache-cold run touches more memory per message; let IMB have it.
-            "-mem", "2",
-        ]
-        if self.cache == "cold":
-            if self.off_cache_mib is None:
-                llc = last_level_cache_bytes(self.current_partition.processor)
-                self.off_cache_mib = float(math.ceil(llc / 2**20)) if llc else -1.0
-            self.executable_opts += ["-off_cache", f"{self.off_cache_mib:g}"]
-
-    def table(self) -> ImbTable:
-        sizes = [*self.latency_sizes.values(), *self.bandwidth_sizes.values()]
-        return self.parse_stdout(
-            lambda text, source: check_complete(parse_imb(text, source), "PingPong", sizes,
-                                                processes=2, source=source))
-
-    @sn.deferrable
-    def figure(self, size: int, column: str) -> float:
-        return self.table().value(size, column)
-
-    @sanity_function
-    def complete_table(self) -> bool:
-        table = self.table()
-        judged = {v: ("one-way latency", s) for v, s in self.latency_sizes.items()}
-        judged |= {v: ("bandwidth", s) for v, s in self.bandwidth_sizes.items()}
-        self.record_series("PingPong", "message size", "B", {
-            "one-way latency": ("us", table.series("t_usec")),
-            "bandwidth": ("MB/s", table.series("mbytes_per_sec")),
-        }, judged)
-        return True
-
-
-class Figure(NamedTuple):
-    """One judged IMB figure: a column of one benchmark's table at one size
-    (at the largest process count unless ``processes`` is given)."""
-
-    variable: str
-    benchmark: str
-    size: int
-    column: str
-    unit: str
-
+from hpcval import tuning
+from hpcval.cpucost import cpu_available_pct, cpu_busy_pct, parse_cpucost
+from hpcval.figures import Figure
+from hpcval.parsers.imb import ImbTable, check_complete, parse_imb
+from hpcval.rfm.base import HpcvalTest
 
 #: Units of IMB's columns.
 COLUMN_UNITS = {"t_usec": "us", "t_avg_usec": "us", "t_min_usec": "us", "t_max_usec": "us",
@@ -132,42 +32,36 @@ COLUMN_UNITS = {"t_usec": "us", "t_avg_usec": "us", "t_min_usec": "us", "t_max_u
 
 
 def figure(variable: str, benchmark: str, size: int, column: str) -> Figure:
-    return Figure(variable, benchmark, size, column, COLUMN_UNITS[column])
+    """A judged IMB figure: ``column`` of ``benchmark``'s table at ``size``
+    bytes (at the job's full process count)."""
+    return Figure(variable, COLUMN_UNITS[column], column=column, x=size, table=benchmark)
 
 
-class ImbSampledBase(HpcvalTest, rfm.RunOnlyRegressionTest):
-    """An IMB run repeated ``samples`` times in one job.
-
-    Each judged figure is the median over the runs, and ``<figure>_spread``
-    is (max − min) / median in % over the runs: seed 004's lesson that a
-    figure without its spread hides how much it varies. Collectives keep
-    IMB's per-rank min/avg/max in the stored series. A final check declares
-    ``executable``, ``benchmarks``, ``figures`` and options.
-    """
+class ImbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
+    """IMB run ``samples`` times in one job; a final check declares
+    ``benchmarks``, ``figures`` and, where it differs, the IMB ``program``,
+    ``rank_count`` and options. The full tables (median per size over the
+    runs) are stored as series."""
 
     spack_package = "intel-mpi-benchmarks"
-
-    executable = "IMB-MPI1"
     valid_prog_environs = ["+mpi +imb"]
     time_limit = "10m"
+    rank_count = 2
+
+    #: IMB program (``IMB-MPI1``, ``IMB-P2P``, ``IMB-NBC``).
+    #:
+    #: :type: :class:`str`
+    program = variable(str, value="IMB-MPI1", loggable=True)
 
     #: IMB benchmarks to run in one invocation.
     #:
     #: :type: :class:`List[str]`
     benchmarks = variable(typ.List[str], value=[])
 
-    #: Judged figures: (variable, benchmark, size, column, unit).
-    figures: tuple[Figure, ...] = ()
-
-    #: Runs of the benchmark in one job; every judged figure is their median.
-    #:
-    #: :type: :class:`int`
-    samples = variable(int, value=3, loggable=True)
-
     #: Repetitions per message size within a run (``-iter N``).
     #:
     #: :type: :class:`int`
-    repetitions = variable(int, value=100, loggable=True)
+    repetitions = variable(int, value=60, loggable=True)
 
     #: Message sizes as powers of two, ``(min, max)`` (``-msglog min:max``).
     #:
@@ -179,78 +73,106 @@ class ImbSampledBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     #: :type: :class:`List[str]`
     imb_options = variable(typ.List[str], value=[])
 
-    @run_after("init")
-    def set_perf_variables(self) -> None:
-        for f in self.figures:
-            self.perf_variables[f.variable] = sn.make_performance_function(
-                self.sampled(f, "median"), f.unit)
-            self.perf_variables[f"{f.variable}_spread"] = sn.make_performance_function(
-                self.sampled(f, "spread"), "%")
-
     @run_after("setup")
     def set_options(self) -> None:
+        self.executable = self.find_program(self.program)
         self.executable_opts = [*self.benchmarks, "-iter", str(self.repetitions)]
-        if self.executable != "IMB-P2P":
+        if self.program != "IMB-P2P":
             self.executable_opts += ["-iter_policy", "off"]
         self.executable_opts += ["-msglog", f"{self.msglog[0]}:{self.msglog[1]}",
                                  *self.imb_options]
 
     @run_before("run")
-    def repeat_in_job(self) -> None:
-        self._hpcval_launcher()
-        # ReFrame copies the task counts into the job only when it writes the
-        # script; the repeated launches need them now.
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = " ".join(self.job.launcher.run_command(self.job).split())
-        command = " ".join([launch, self.executable, *self.executable_opts])
-        self.postrun_cmds = [command] * (self.samples - 1)
+    def repeat_runs(self) -> None:
+        self.postrun_cmds = self.repeat_in_job()
 
     def runs(self) -> list[dict[str, ImbTable]]:
         """The tables of every run, checked complete, keyed by benchmark."""
 
-        def parse(text: str, source: str) -> list[dict[str, ImbTable]]:
-            results = parse_imb_runs(text, source)
-            if len(results) != self.samples:
-                raise ParseError(f"{source}: {len(results)} IMB run(s) in the output, "
-                                 f"{self.samples} expected")
-            runs = []
-            for i, result in enumerate(results):
-                tables = {}
-                for bench in self.benchmarks:
-                    sizes = [f.size for f in self.figures if f.benchmark == bench]
-                    tables[bench] = check_complete(result, bench, sizes,
-                                                   source=f"{source} (run {i + 1})")
-                runs.append(tables)
-            return runs
+        def parse(text: str, source: str) -> dict[str, ImbTable]:
+            result = parse_imb(text, source)
+            tables = {}
+            for bench in self.benchmarks:
+                sizes = [int(f.x or 0) for f in self.figures if f.table == bench]
+                tables[bench] = check_complete(result, bench, sizes, source=source)
+            return tables
 
-        return self.parse_stdout(parse)
+        return self.parse_samples(parse)
 
-    @sn.deferrable
-    def sampled(self, fig: Figure, statistic: str) -> float:
-        values = [run[fig.benchmark].value(fig.size, fig.column) for run in self.runs()]
-        median = statistics.median(values)
-        if statistic == "median":
-            return median
-        return 100.0 * (max(values) - min(values)) / median if median else 0.0
+    def measure(self) -> dict[str, list[float]]:
+        runs = self.runs()
+        return {f.name: [run[f.table].value(int(f.x or 0), f.column) for run in runs]
+                for f in self.figures}
 
     @sanity_function
     def complete_runs(self) -> bool:
         runs = self.runs()
         for bench in self.benchmarks:
             table = runs[0][bench]
+            if table.processes != self.num_tasks:
+                raise SanityError(f"IMB {bench} ran with {table.processes} processes, "
+                                  f"{self.num_tasks} asked for")
             columns = {}
             for column in table.columns:
-                if column in ("bytes", "repetitions") or column not in COLUMN_UNITS:
+                if column not in COLUMN_UNITS:
                     continue
                 points = [(size, statistics.median(r[bench].value(size, column) for r in runs))
                           for size in table.sizes()]
                 columns[column] = (COLUMN_UNITS[column], points)
-            judged = {f.variable: (f.column, f.size) for f in self.figures
-                      if f.benchmark == bench}
+            judged = {f.name: (f.column, f.x or 0) for f in self.figures if f.table == bench}
             self.record_series(f"{bench} (np={table.processes}, median of {len(runs)})",
                                "message size", "B", columns, judged)
+        self.figure_samples()
         return True
+
+
+class ImbPingPongBase(ImbBase):
+    """IMB PingPong between two ranks: one-way latency and bandwidth per size,
+    2 KiB-4 MiB as Google Cloud's "Accelerating MPI applications using Google
+    Virtual NIC (gVNIC)" judges a NIC.
+
+    Repetitions are fixed (``-iter N -iter_policy off``) so runs compare. With
+    ``cache = 'cold'``, ``-off_cache`` cycles through buffers the size of the
+    detected last-level cache: a reused buffer overstates real bandwidth
+    several times ("The Performance of Remote Memory Access over InfiniBand").
+    """
+
+    benchmarks = ["PingPong"]
+    repetitions = 100
+    msglog = (0, 22)
+    figures = (
+        figure("lat_0B", "PingPong", 0, "t_usec"),
+        figure("lat_8B", "PingPong", 8, "t_usec"),
+        figure("bw_2KiB", "PingPong", 2048, "mbytes_per_sec"),
+        figure("bw_64KiB", "PingPong", 65536, "mbytes_per_sec"),
+        figure("bw_1MiB", "PingPong", 1 << 20, "mbytes_per_sec"),
+        figure("bw_4MiB", "PingPong", 4 << 20, "mbytes_per_sec"),
+    )
+
+    #: ``warm``: IMB reuses one buffer (best case); ``cold``: ``-off_cache``.
+    cache = parameter(["warm", "cold"], loggable=True)
+
+    #: ``-off_cache`` size in MiB for ``cache = 'cold'``; from the partition's
+    #: last-level cache when not set.
+    #:
+    #: :type: :class:`float` or :obj:`None`
+    off_cache_mib = variable(float, type(None), value=None, loggable=True)
+
+    @run_after("setup")
+    def set_cache_options(self) -> None:
+        # a cache-cold run touches more memory per message; let IMB have it
+        self.executable_opts += ["-mem", "2"]
+        if self.cache != "cold":
+            return
+        if self.off_cache_mib is None:
+            topo = self.topology()
+            self.skip_if(not topo.llc_bytes,
+                         f"partition {self.current_partition.fullname}: last-level cache "
+                         f"unknown ({topo.describe()}), so a cache-cold buffer cannot be "
+                         "sized: give the partition a `processor` with its caches in the "
+                         "site config, or set off_cache_mib")
+            self.off_cache_mib = float(math.ceil((topo.llc_bytes or 0) / 2**20))
+        self.executable_opts += ["-off_cache", f"{self.off_cache_mib:g}"]
 
 
 class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
@@ -261,10 +183,9 @@ class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     check adds the others in :meth:`labelled_runs`."""
 
     spack_package = "intel-mpi-benchmarks"
-
-    executable = "IMB-MPI1"
     valid_prog_environs = ["+impi +imb"]
     time_limit = "20m"
+    rank_count = "node"
 
     #: IMB collective under test.
     collective = parameter(["Allreduce", "Bcast"], loggable=True)
@@ -281,7 +202,7 @@ class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     @run_after("setup")
     def set_options(self) -> None:
-        self.num_tasks = max(2, int(self.current_partition.processor.num_cpus or 2))
+        self.executable = self.find_program("IMB-MPI1")
         self.executable_opts = [
             self.collective, "-npmin", str(self.num_tasks), "-iter", str(self.repetitions),
             "-iter_policy", "off", "-msglog", f"{self.msglog[0]}:{self.msglog[1]}",
@@ -294,9 +215,78 @@ class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     @run_before("run")
     def write_labelled_runs(self) -> None:
-        self._hpcval_launcher()
-        self.job.num_tasks = self.num_tasks
-        launcher = " ".join(self.job.launcher.run_command(self.job).split())
-        command = " ".join([launcher, self.executable, *self.executable_opts])
-        self.prerun_cmds = [f'echo "{MARKER} 0"']
-        self.postrun_cmds = self.labelled_runs(command)
+        self.prerun_cmds = [f'echo "{tuning.MARKER} 0"']
+        self.postrun_cmds = self.labelled_runs(self.launch_command())
+
+    def labelled(self) -> list[tuple[int, dict[int, float]]]:
+        """[(label, {message size: time in us})] of every run in the job."""
+        return self.parse_stdout(
+            lambda text, source: tuning.parse_labelled_runs(text, self.collective, source))
+
+
+class ImbCpuCostBase(HpcvalTest, rfm.RunOnlyRegressionTest):
+    """A blocking 1 MiB stream between two ranks (IMB ``Uniband``), each rank
+    run under ``python -m hpcval.cpucost`` (:mod:`hpcval.cpucost`), ``samples``
+    times in one job. Figures per run: CPU busy and CPU available (% of a
+    core, median over ranks) and the bandwidth reached."""
+
+    spack_package = "intel-mpi-benchmarks"
+    valid_prog_environs = ["+mpi +imb"]
+    time_limit = "10m"
+    rank_count = 2
+    size = 1 << 20
+    figures = (
+        Figure("cpu_busy", "%", better="lower"),
+        Figure("cpu_available", "%", better="higher"),
+        figure("bw_1MiB", "Uniband", 1 << 20, "mbytes_per_sec"),
+    )
+
+    #: Repetitions of the 1 MiB window (64 messages each) per run: the stream
+    #: must outlast MPI start-up, which the CPU time also covers.
+    #:
+    #: :type: :class:`int`
+    repetitions = variable(int, value=60, loggable=True)
+
+    #: Hardware counter state reported by the ranks (ok/unsupported/unavailable).
+    #:
+    #: :type: :class:`str`
+    counters = variable(str, value="unknown", loggable=True)
+
+    @run_after("setup")
+    def set_command(self) -> None:
+        imb = self.find_program("IMB-MPI1")
+        self.executable = sys.executable
+        self.executable_opts = [
+            "-m", "hpcval.cpucost", "--", imb, "Uniband", "-npmin", str(self.num_tasks),
+            "-msglog", "20:20", "-iter", str(self.repetitions), "-iter_policy", "off",
+            "-time", "120",
+        ]
+
+    @run_before("run")
+    def repeat_runs(self) -> None:
+        self.postrun_cmds = self.repeat_in_job()
+
+    def measure(self) -> dict[str, list[float]]:
+        costs = self.parse_samples(parse_cpucost, "err")
+        for i, records in enumerate(costs):
+            if len(records) != self.num_tasks:
+                raise SanityError(f"run {i + 1}: CPU cost of {len(records)} rank(s), "
+                                  f"{self.num_tasks} expected")
+        self.counters = ",".join(sorted({r.counters for rs in costs for r in rs}))
+        bandwidth = self.parse_samples(lambda text, source: check_complete(
+            parse_imb(text, source), "Uniband", [self.size], processes=self.num_tasks,
+            source=source).value(self.size, "mbytes_per_sec"))
+        return {"cpu_busy": [cpu_busy_pct(r) for r in costs],
+                "cpu_available": [cpu_available_pct(r) for r in costs],
+                "bw_1MiB": bandwidth}
+
+    @sanity_function
+    def measured(self) -> bool:
+        wanted = self.node_count()
+        if wanted > 1:
+            nodes = sorted(set(self.job.nodelist or []))
+            if len(nodes) != wanted:
+                raise SanityError(f"the ranks must run on {wanted} nodes; the job ran on "
+                                  f"{nodes}")
+        self.figure_samples()
+        return True

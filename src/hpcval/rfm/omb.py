@@ -1,33 +1,34 @@
 """Base test for OSU Micro-Benchmarks (OMB) point-to-point programs.
 
-OMB is found through the environment, never at a fixed path: first in the
-directories of ``$HPCVAL_OMB_DIR`` (colon-separated; each searched with its
-subdirectories, so a Spack or ``make install`` prefix works as well as a
-build tree), then on ``PATH`` (a Spack environment with
-``osu-micro-benchmarks`` puts its ``libexec/.../pt2pt`` there). Where the
-program is absent the check is skipped with a reason. ``$HPCVAL_OMB_ENVIRON``
-names the programming environment the ``$HPCVAL_OMB_DIR`` build was compiled
-with (default ``impi``); other environments look on ``PATH`` only, and skip
-rather than launch a binary built against another MPI.
+OMB is found through the environment, never at a fixed path
+(:meth:`hpcval.rfm.HpcvalTest.find_program`): the Spack build the
+programming environment offers, then the directories of ``$HPCVAL_OMB_DIR``
+(colon-separated; each searched with its subdirectories, so a Spack or
+``make install`` prefix works as well as a build tree), then the
+environment's ``PATH`` and ``PATH``. ``$HPCVAL_OMB_ENVIRON`` names the
+programming environment the ``$HPCVAL_OMB_DIR`` build was compiled with
+(default ``impi``); other environments do not use it, and skip rather than
+launch a binary built against another MPI. Where the program is absent the
+check is skipped with a reason.
+
+The program runs ``samples`` times in one job; each judged figure is the
+median over the runs, and the series stored is the median per size.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
+import statistics
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from hpcval.figures import Figure
 from hpcval.parsers.omb import OmbResult, check_complete, parse_omb
-from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.base import HpcvalTest, locate_program
 
 OMB_DIR_VAR = "HPCVAL_OMB_DIR"
-OMB_ENVIRON_VAR = "HPCVAL_OMB_ENVIRON"
 
 #: Units of OMB's judged columns (normalised header names).
 COLUMN_UNITS = {"latency_us": "us", "bandwidth_mb_per_s": "MB/s", "mb_per_s": "MB/s",
@@ -44,47 +45,32 @@ def column_unit(column: str) -> str | None:
     return None
 
 
+def figure(variable: str, column: str, size: int) -> Figure:
+    """A judged OMB figure: ``column`` at message ``size`` bytes."""
+    return Figure(variable, COLUMN_UNITS[column], column=column, x=size)
+
+
 def find_omb_program(name: str, environ: str | None = None,
                      spack_prefix: str | None = None) -> tuple[str | None, str]:
-    """Path of OMB program ``name`` and where it was looked for: the Spack-built
-    OMB of the environment first (its programs live under ``libexec/``)."""
-    if spack_prefix:
-        for found in sorted(Path(spack_prefix).rglob(name)):
-            if found.is_file() and os.access(found, os.X_OK):
-                return str(found), f"the environment's Spack build ({spack_prefix})"
-    omb_dirs = [d for d in os.environ.get(OMB_DIR_VAR, "").split(":") if d]
-    wanted = os.environ.get(OMB_ENVIRON_VAR, "impi")
-    if omb_dirs and (environ is None or wanted == environ):
-        for d in omb_dirs:
-            root = Path(d)
-            if (root / name).is_file():
-                return str(root / name), f"${OMB_DIR_VAR}"
-            for found in sorted(root.rglob(name)) if root.is_dir() else []:
-                if found.is_file() and os.access(found, os.X_OK):
-                    return str(found), f"${OMB_DIR_VAR}"
-    where = f"${OMB_DIR_VAR} ({os.environ.get(OMB_DIR_VAR, 'unset')}) or PATH"
-    return shutil.which(name), where
+    """Path of OMB program ``name`` and where it was looked for."""
+    return locate_program(name, spack_prefix=spack_prefix, dirs_var=OMB_DIR_VAR,
+                          environ=environ)
 
 
 class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     """One OMB point-to-point program; a final check declares ``program``,
-    options and its judged figures (variable -> (column, message size))."""
+    options and its judged ``figures`` (:func:`figure`)."""
 
     spack_package = "osu-micro-benchmarks"
 
     valid_prog_environs = ["+mpi"]
     time_limit = "10m"
+    rank_count = 2
 
     #: OMB program name (``osu_latency``, ``osu_bw``, ``osu_mbw_mr``).
     #:
     #: :type: :class:`str`
     program = variable(str, value="")
-
-    #: Judged figures: performance variable -> (column, message size in bytes).
-    #:
-    #: :type: :class:`Dict[str, Tuple[str, int]]`
-    figures = variable(typ.Dict[str, typ.Tuple[str, int]], value={})
-
     #: Message sizes ``(min, max)`` in bytes (``-m min:max``; OMB >= 5.4).
     #:
     #: :type: :class:`Tuple[int, int]`
@@ -106,7 +92,8 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     validation = variable(bool, value=False, loggable=True)
 
     #: Print tail percentiles (``-z``, OMB >= 7.3): P50/P90/P99 columns,
-    #: stored with the run (seed 004: the spread, not only the mean).
+    #: stored with the run ("The Performance of Remote Memory Access over InfiniBand": the spread,
+    #: not only the mean).
     #:
     #: :type: :class:`bool`
     tail_latencies = variable(bool, value=False, loggable=True)
@@ -121,22 +108,10 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     omb_program_path = variable(str, value="", loggable=True)
 
-    @run_after("init")
-    def set_perf_variables(self) -> None:
-        for name, (column, size) in self.figures.items():
-            self.perf_variables[name] = sn.make_performance_function(
-                self.figure(column, size), COLUMN_UNITS[column])
-
     @run_after("setup")
-    def locate_program(self) -> None:
-        path, where = find_omb_program(self.program, self.current_environ.name,
-                                       self.spack_prefix())
-        self.skip_if(path is None,
-                     f"{self.program} not found in {where}: build OSU Micro-Benchmarks "
-                     f"(e.g. spack install osu-micro-benchmarks) and put it on PATH, or "
-                     f"set {OMB_DIR_VAR} to its directory")
-        self.omb_program_path = str(path)
-        self.executable = str(path)
+    def set_options(self) -> None:
+        self.omb_program_path = self.find_program(self.program, OMB_DIR_VAR)
+        self.executable = self.omb_program_path
         self.executable_opts = [
             "-m", f"{self.message_sizes[0]}:{self.message_sizes[1]}",
             "-i", str(self.iterations), "-x", str(self.warmup),
@@ -144,29 +119,42 @@ class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
             *self.omb_options,
         ]
 
-    def result(self) -> OmbResult:
-        def parse(text: str, source: str) -> OmbResult:
-            return check_complete(parse_omb(text, source), self.message_sizes[1], source)
-        return self.parse_stdout(parse)
+    @run_before("run")
+    def repeat_runs(self) -> None:
+        self.postrun_cmds = self.repeat_in_job()
 
-    @sn.deferrable
-    def figure(self, column: str, size: int) -> float:
-        return self.result().value(column, size)
+    def results(self) -> list[OmbResult]:
+        """The complete table of every run in the job."""
+        return self.parse_samples(lambda text, source: check_complete(
+            parse_omb(text, source), self.message_sizes[1], source))
+
+    def measure(self) -> dict[str, list[float]]:
+        results = self.results()
+        return {f.name: [r.value(f.column, int(f.x or 0)) for r in results]
+                for f in self.figures}
 
     @sanity_function
     def complete_output(self) -> bool:
         return self.verify()
 
     def verify(self) -> bool:
-        """Sanity: a complete table, validation passed; stores the series."""
-        result = self.result()
-        failed = result.validation_failures()
-        if failed:
-            raise SanityError(f"{self.program}: data validation failed at sizes {failed}")
-        columns = {c: (str(column_unit(c)), [(float(s), v) for s, v in result.column(c).items()])
-                   for c in result.columns if column_unit(c)}
-        judged = {v: (result.resolve(c), s) for v, (c, s) in self.figures.items()}
-        self.record_series(result.title, "message size", "B", columns, judged)
+        """Sanity: complete tables, validation passed; stores the series
+        (median per size over the runs) and the samples."""
+        results = self.results()
+        for i, result in enumerate(results):
+            failed = result.validation_failures()
+            if failed:
+                raise SanityError(f"{self.program} (run {i + 1}): data validation failed at "
+                                  f"sizes {failed}")
+        first = results[0]
+        columns = {c: (str(column_unit(c)),
+                       [(float(s), statistics.median(r.column(c)[s] for r in results))
+                        for s in first.column(c)])
+                   for c in first.columns if column_unit(c)}
+        judged = {f.name: (first.resolve(f.column), f.x or 0) for f in self.figures}
+        self.record_series(f"{first.title} (median of {len(results)})", "message size", "B",
+                           columns, judged)
+        self.figure_samples()
         return True
 
 
@@ -181,8 +169,12 @@ class OmbMultiPairBase(OmbBase):
 
     program = "osu_mbw_mr"
 
+    rank_count = "node"
+    rank_multiple = 2
+    nodes = "internode"
+
     #: Rank pairs; ``None``: half the CPUs of a node on one node, all CPUs
-    #: of a node across two nodes.
+    #: of a node across two nodes (the rank policy of :class:`HpcvalTest`).
     #:
     #: :type: :class:`int` or :obj:`None`
     pairs = variable(int, type(None), value=None, loggable=True)
@@ -192,18 +184,15 @@ class OmbMultiPairBase(OmbBase):
     #: :type: :class:`int`
     window = variable(int, value=64, loggable=True)
 
+    @run_after("init")
+    def ranks_from_pairs(self) -> None:
+        if self.pairs is not None:
+            self.rank_count = 2 * self.pairs
+
     @run_after("setup")
-    def set_layout(self) -> None:
-        internode = "internode" in self.current_partition.features
-        cpus = int(self.current_partition.processor.num_cpus or 2)
-        if self.pairs is None:
-            self.pairs = max(1, cpus if internode else cpus // 2)
-        self.num_tasks = 2 * self.pairs
-        if internode:
-            self.num_nodes = 2
-            self.num_tasks_per_node = self.pairs
-        if self.executable_opts:
-            self.executable_opts += ["-p", str(self.pairs), "-W", str(self.window)]
+    def set_pairs(self) -> None:
+        self.pairs = self.num_tasks // 2
+        self.executable_opts += ["-p", str(self.pairs), "-W", str(self.window)]
 
     @run_before("run")
     def block_placement(self) -> None:
@@ -211,11 +200,11 @@ class OmbMultiPairBase(OmbBase):
             self.job.launcher.options += ["--distribution=block"]
 
     def verify(self) -> bool:
-        result = self.result()
-        if result.pairs is not None and result.pairs != self.pairs:
-            raise SanityError(f"osu_mbw_mr ran {result.pairs} pairs, {self.pairs} asked for")
-        if "internode" in self.current_partition.features:
+        for result in self.results():
+            if result.pairs is not None and result.pairs != self.pairs:
+                raise SanityError(f"osu_mbw_mr ran {result.pairs} pairs, {self.pairs} asked for")
+        if self.num_tasks_per_node:
             nodes = sorted(set(self.job.nodelist or []))
-            if len(nodes) != 2:
+            if len(nodes) != self.num_tasks // self.num_tasks_per_node:
                 raise SanityError(f"pairs must cross two nodes; the job ran on {nodes}")
         return super().verify()

@@ -7,7 +7,7 @@ from spack.package import version
 
 class WrfConus12kmV3(BenchmarkDataPackage):
     """Inputs of the WRF v3.9.1.1 CONUS 12 km benchmark published by NCAR/MMM (the
-    data set of seed 000): October 2001 at 12 km, 72 s time step; the files as
+    data set of the gVNIC article): October 2001 at 12 km, 72 s time step; the files as
     NCAR publishes them (namelist, boundary conditions and the restart file the
     benchmark's three hours start from).
 

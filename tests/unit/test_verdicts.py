@@ -1,0 +1,120 @@
+"""A stored run against its history: the glue between the results store and
+the statistics, on seeded synthetic runs written as real run reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpcval.report import load_run_report
+from hpcval.runid import new_run_id
+from hpcval.site import Site
+from hpcval.store import Store
+from hpcval.verdicts import store_and_judge, stored
+
+
+def _site(tmp_path: Path) -> Site:
+    root = tmp_path / "checkout"
+    (root / "site-configs" / "s").mkdir(parents=True)
+    (root / "site-configs" / "s" / "config.py").write_text("")
+    (root / "site-configs" / "s" / "judging.yaml").write_text("k: 5\nalpha: 0.05\n")
+    return Site("s", root)
+
+
+def _run(site: Site, rng: np.random.Generator, level: float, n: int = 8,
+         noise: float = 0.03, run_noise: float = 0.03) -> tuple[str, object]:
+    """A run report with one case and two figures (bandwidth, latency) whose
+    samples are drawn around ``level`` times their baseline."""
+    run_id = new_run_id()
+    out = site.var / "output" / run_id / "case"
+    out.mkdir(parents=True)
+    shift = float(np.exp(rng.normal(0, run_noise)))
+    bw = list(1000 * level * shift * np.exp(rng.normal(0, noise, n)))
+    lat = list(2.0 / (level * shift) * np.exp(rng.normal(0, noise, n)))
+    (out / "hpcval-samples.json").write_text(json.dumps({
+        "bw_1MiB": {"unit": "MB/s", "better": "higher", "samples": bw},
+        "lat_8B": {"unit": "us", "better": "lower", "samples": lat}}))
+    tc = {"display_name": "imb_pingpong_check %cache=warm", "system": "s",
+          "partition": "default", "environ": "impi", "result": "pass",
+          "outputdir": str(out), "stagedir": None, "unique_name": "x",
+          "perfvalues": {"s:default:bw_1MiB": [float(np.median(bw)), 0, None, None, "MB/s",
+                                               "pass"],
+                         "s:default:lat_8B": [float(np.median(lat)), 0, None, None, "us",
+                                              "pass"]}}
+    path = site.report_path(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"session_info": {"hostname": "h"},
+                                "runs": [{"testcases": [tc]}]}))
+    return run_id, load_run_report(path)
+
+
+def _outcomes(judged) -> dict[str, str]:
+    return {v: o for _, v, o, _ in judged.verdicts}
+
+
+def test_no_baseline_then_pass_then_regressed(tmp_path):
+    site = _site(tmp_path)
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        run_id, report = _run(site, rng, 1.0)
+        judged = store_and_judge(site, run_id, report)
+        assert set(_outcomes(judged).values()) == {"no-baseline"} and not judged.regressed
+    run_id, report = _run(site, rng, 1.0)
+    assert set(_outcomes(store_and_judge(site, run_id, report)).values()) <= {"pass", "warn"}
+    run_id, report = _run(site, rng, 0.7)  # 30 % less bandwidth, 43 % more latency
+    judged = store_and_judge(site, run_id, report)
+    assert _outcomes(judged) == {"bw_1MiB": "regressed", "lat_8B": "regressed"}
+    assert judged.regressed and "REGRESSED" in judged.text and "p = " in judged.text
+    runs = Store(site.history_db).runs()
+    assert runs[-1]["result"] == "regressed" and not runs[-1]["accepted"]
+    # the verdicts are kept beside the reports and shown again by `hpcval report`
+    again = stored(site, run_id, report)
+    assert again.regressed and _outcomes(again) == _outcomes(judged)
+
+
+def test_regressed_run_stays_out_of_the_baseline(tmp_path):
+    site = _site(tmp_path)
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    store_and_judge(site, *_run(site, rng, 0.5))
+    judged = store_and_judge(site, *_run(site, rng, 1.0))
+    assert "regressed" not in _outcomes(judged).values()
+
+
+def test_sustained_small_drop_flagged_by_change_points(tmp_path):
+    """A 10 % drop with 7.6 % run-to-run noise is inside one run's prediction
+    interval; several runs at the new level are flagged."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        store_and_judge(site, *_run(site, rng, 1.0, run_noise=0.076))
+    flagged_at = None
+    for i in range(8):
+        judged = store_and_judge(site, *_run(site, rng, 0.9, run_noise=0.076))
+        if judged.regressed:
+            flagged_at = i + 1
+            break
+    assert flagged_at is not None and flagged_at <= 8
+
+
+def test_store_error_keeps_the_run_report(tmp_path):
+    site = _site(tmp_path)
+    rng = np.random.default_rng(1)
+    run_id, report = _run(site, rng, 1.0)
+    site.history_db.write_bytes(b"not a database at all" * 100)
+    judged = store_and_judge(site, run_id, report)
+    assert judged.store_error is not None and "corrupt" in str(judged.store_error)
+    assert site.report_path(run_id).is_file()
+
+
+@pytest.mark.parametrize("record", [True])
+def test_record_judges_nothing(tmp_path, record):
+    site = _site(tmp_path)
+    rng = np.random.default_rng(5)
+    judged = store_and_judge(site, *_run(site, rng, 1.0), record=record)
+    assert judged.verdicts == [] and "Recorded" in judged.text
+    assert len(Store(site.history_db).runs()) == 1
