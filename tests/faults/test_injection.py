@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CHECKS, TRACEBACK, make_checkout, needs_impi, report_cases, run
+from .conftest import (
+    CHECKS,
+    TRACEBACK,
+    assert_clean_failure,
+    make_checkout,
+    needs_impi,
+    report_cases,
+    run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -80,8 +88,6 @@ def test_partition_env_vars_with_shell_rejected(tmp_path: Path) -> None:
                                    '"$(touch INJ_PART)"]],\n                    "max_jobs":', 1))
     res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
               "-n", "fake_imb_check.*mode=ok$")
-    assert res.returncode != 0, res.output
-    assert TRACEBACK not in res.output
-    assert "partition local:default env_vars PROBE_PART" in res.stdout
-    assert "holds shell characters" in res.stdout
+    assert_clean_failure(res, 2, "partition local:default env_vars PROBE_PART",
+                         "holds shell characters")
     _no_injected_files(root)
