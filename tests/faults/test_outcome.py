@@ -20,7 +20,7 @@ def _file(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_launch_records(tmp_path: Path) -> None:
-    status = _file(tmp_path, "s", "start\nend 0\nstart\nend 139\nstart\n")
+    status = _file(tmp_path, "s", "start\nend 0\nstart\nend 139\nskip\nstart\n")
     assert outcome.read_launches(status) == [
         outcome.Launch(1, 0), outcome.Launch(2, 139), outcome.Launch(3, None)]
     assert outcome.read_launches(tmp_path / "absent") is None
@@ -126,3 +126,14 @@ def test_unsafe_names_and_values_rejected() -> None:
         shell_value("a\ntouch INJ")
     assert is_plain_value("/usr/lib:$LD_LIBRARY_PATH")
     assert not is_plain_value("$(touch INJ)")
+
+
+def test_launch_wrapper_in_a_real_shell(tmp_path: Path) -> None:
+    """The wrapper records each launch's status and skips launches after a
+    failed one."""
+    script = _file(tmp_path, outcome.LAUNCH_SCRIPT, outcome.LAUNCH_SCRIPT_TEXT)
+    status = tmp_path / outcome.LAUNCH_STATUS
+    codes = [subprocess.run(["sh", str(script), str(status), "sh", "-c", f"exit {c}"]).returncode
+             for c in (0, 3, 0)]
+    assert codes == [0, 3, 125]
+    assert outcome.read_launches(status) == [outcome.Launch(1, 0), outcome.Launch(2, 3)]

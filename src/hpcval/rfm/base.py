@@ -368,7 +368,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             options = [check_script_option(o, where) for o in launcher.options]
         except UnsafeConfigValue as err:
             raise ConfigFailure(str(err)) from None
-        if type(launcher).__name__ == "SrunLauncher" and not any(
+        if type(launcher).__name__ in ("SrunLauncher", "SrunAllocationLauncher") and not any(
                 o.startswith(("--kill-on-bad-exit", "-K")) for o in options):
             # Slurm's default lets the other tasks run on after one dies
             # (until the time limit): end the step at once, naming the task.
@@ -376,7 +376,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         launcher.options = [o if o == shlex.quote(o) or o.startswith("'") else shlex.quote(o)
                             for o in options]
         if launcher.modifier != "sh" or not launcher.modifier_options[:1] or \
-                not launcher.modifier_options[0].endswith(outcome.LAUNCH_SCRIPT):
+                outcome.LAUNCH_SCRIPT not in launcher.modifier_options[0]:
             stage = Path(self.stagedir)
             script = stage / outcome.LAUNCH_SCRIPT
             script.write_text(outcome.LAUNCH_SCRIPT_TEXT)
@@ -436,11 +436,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         why = outcome.job_failure(
             launches, exitcode=self.job.exitcode, signal_number=self.job.signal,
             scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
-            program=program, stdout=self.stdout_path())
+            program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs)
         if why is None:
             return
         own = ""
-        if hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
+        skipped = outcome.skipped_launches(stage / outcome.LAUNCH_STATUS)
+        if skipped:
+            own = f" ({skipped} later launch(es) of the job skipped)"
+        elif hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
             with osext.change_dir(str(stage)):
                 try:
                     sn.evaluate(self._rfm_sanity())
@@ -448,6 +451,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                     own = f" (the check's own verdict: {str(err).splitlines()[0]})" \
                         if str(err) else ""
         raise SanityError(f"{why}{own}")
+
+    def _hpcval_launch_outputs(self, number: int) -> tuple[Path, Path]:
+        """Standard output and error of launch *number* of the job (the
+        samples of :meth:`repeat_in_job` write their own)."""
+        outs, errs = self.sample_outputs("out"), self.sample_outputs("err")
+        if 0 < number <= len(outs):
+            return outs[number - 1], errs[number - 1]
+        return self.stdout_path(), Path(self.stagedir) / str(self.stderr.evaluate())
 
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:

@@ -13,7 +13,8 @@ Every launch of the benchmark goes through :data:`LAUNCH_SCRIPT`, a small
 POSIX shell wrapper written in the stage directory that appends ``start`` and
 ``end <exit status>`` to :data:`LAUNCH_STATUS`; a check that runs its
 benchmark several times in one job (samples) so gets every launch judged,
-whatever the job script's last command returned.
+whatever the job script's last command returned. Once a launch has failed,
+the later launches of the job are skipped (the check fails anyway).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 import re
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,11 @@ LAUNCH_SCRIPT_TEXT = """#!/bin/sh
 # records how it ended, so that a crash after a complete table fails the check.
 status=$1
 shift
+if grep -q '^end [1-9]' "$status" 2>/dev/null; then
+    # an earlier launch of this job failed: the check fails; spend no more time
+    echo skip >> "$status"
+    exit 125
+fi
 echo start >> "$status"
 "$@"
 rc=$?
@@ -148,6 +154,14 @@ def rank_death(*paths: Path) -> str | None:
     return None
 
 
+def skipped_launches(path: Path) -> int:
+    """Launches the wrapper skipped because an earlier one had failed."""
+    try:
+        return path.read_text(errors="replace").split().count("skip")
+    except OSError:
+        return 0
+
+
 def stderr_tail(path: Path, lines: int = 3, width: int = 300) -> str:
     """The last non-empty lines of a job's standard error, joined with `` | ``."""
     try:
@@ -193,13 +207,15 @@ def slurm_job_state(jobid: str, timeout: float = 10) -> dict[str, str]:
 
 def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_number: int | None,
                 scheduler_state: str | None, stderr: Path, program: str,
-                stdout: Path | None = None) -> str | None:
+                stdout: Path | None = None,
+                outputs: Callable[[int], tuple[Path, Path]] | None = None) -> str | None:
     """Why the job failed, in one line, or ``None`` if it ended well.
 
     ``launches`` come from :func:`read_launches`; ``exitcode``/``signal_number``
     are the job script's as the scheduler reports them (``None`` where it does
     not, e.g. Slurm without accounting); ``scheduler_state`` is Slurm's job
-    state where known."""
+    state where known; ``outputs(n)``, where launches write their own files,
+    gives launch *n*'s (stdout, stderr)."""
     causes: list[str] = []
     event = None
     state = (scheduler_state or "").split()[0] if scheduler_state else ""
@@ -212,6 +228,9 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
     if launches:
         total = len(launches)
         for launch in launches:
+            if launch.status != 0 and outputs is not None and launch.number > 1:
+                stdout, launch_err = outputs(launch.number)
+                stderr = launch_err if launch_err.exists() else stderr
             which = f"{program} (launch {launch.number} of {total})" if total > 1 else program
             if launch.status is None:
                 if event is None:

@@ -26,13 +26,14 @@ class fake_imb_check(ImbPingPongBase):
     valid_systems = ["local"]
     valid_prog_environs = ["+mpi +imb"]
     reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     mode = parameter(MODES, loggable=True)
-    time_limit = "6s"
+    time_limit = "12s"
 
     @run_after("setup")
     def run_fake(self) -> None:
-        self.executable = FAKE_IMB
         self.executable_opts = [self.mode, *self.executable_opts]
 
 
@@ -47,6 +48,8 @@ class fake_rank_death_check(ImbPingPongBase):
     valid_systems = ["local"]
     valid_prog_environs = ["+openmpi", "+mpich", "+impi"]
     reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     time_limit = "30s"
 
@@ -54,7 +57,6 @@ class fake_rank_death_check(ImbPingPongBase):
     def run_fake(self) -> None:
         impi = "impi" in self.current_environ.features
         mode = "mpi-rank-sigkill" if impi else "rank-sigkill"
-        self.executable = FAKE_IMB
         self.executable_opts = [mode, *self.executable_opts]
 
 
@@ -68,12 +70,13 @@ class fake_lab_fault_check(ImbPingPongBase):
     valid_systems = ["lab"]
     valid_prog_environs = ["+impi"]
     reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     mode = parameter(["ok", "mpi-rank-sigkill", "hang", "mpi-long"], loggable=True)
     num_tasks_per_node = 1
 
     @run_after("setup")
     def run_fake(self) -> None:
-        self.executable = FAKE_IMB
         self.executable_opts = [self.mode, *self.executable_opts]
         self.time_limit = "1m" if self.mode == "hang" else "10m"
