@@ -424,6 +424,8 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         signal, a launch that never ended, a scheduler event (time limit,
         node failure, preemption, out of memory). The check's own sanity
         message follows the cause where it has one."""
+        if self.is_dry_run():
+            return
         stage = Path(self.stagedir)
         launches = outcome.read_launches(stage / outcome.LAUNCH_STATUS)
         state = None
@@ -434,7 +436,8 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             self._hpcval_job_info = info
         program = Path(str(self.executable).split()[0]).name if self.executable else "job"
         why = outcome.job_failure(
-            launches, exitcode=self.job.exitcode, signal_number=self.job.signal,
+            launches, exitcode=self.job.exitcode,
+            signal_number=getattr(self.job, "signal", None),  # Slurm jobs have none
             scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
             program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs)
         if why is None:
@@ -462,6 +465,8 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:
+        if self.is_dry_run():
+            return
         reported = {name: fn.unit for name, fn in self.perf_variables.items()}
         if reported:
             # judged or recorded, an impossible figure is never a measurement

@@ -74,7 +74,7 @@ class fake_lab_fault_check(ImbPingPongBase):
     samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     mode = parameter(["ok", "mpi-rank-sigkill", "hang", "mpi-long"], loggable=True)
-    num_tasks_per_node = 1
+    nodes = 2
 
     @run_after("setup")
     def run_fake(self) -> None:
