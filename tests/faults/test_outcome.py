@@ -72,7 +72,9 @@ def test_time_limit_from_stderr_without_accounting(tmp_path: Path) -> None:
      "(Segmentation fault).", "rank 1 on vm was killed by SIGSEGV"),
     ("srun: error: lab-n2: task 1: Killed\n", "rank 1 on lab-n2: Killed"),
     ("srun: error: lab-n1: task 0: Exited with exit code 3\n",
-     "rank 0 on lab-n1: Exited with exit code 3"),
+     "rank 0 on lab-n1 exited with exit code 3"),
+    ("srun: error: lab-n2: task 1: Exited with exit code 137\n",
+     "rank 1 on lab-n2 exited with exit code 137 (128+9: killed by SIGKILL)"),
 ])
 def test_rank_death_from_launcher_messages(tmp_path: Path, text: str, said: str) -> None:
     assert outcome.rank_death(_file(tmp_path, "out", text)) == said
@@ -137,3 +139,25 @@ def test_launch_wrapper_in_a_real_shell(tmp_path: Path) -> None:
              for c in (0, 3, 0)]
     assert codes == [0, 3, 125]
     assert outcome.read_launches(status) == [outcome.Launch(1, 0), outcome.Launch(2, 3)]
+
+
+def test_failed_nodes_from_scontrol(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`scontrol show node -o` as the lab printed it after lab-n2's slurmd was
+    killed under a job: the failure names the node, first."""
+    shown = ("NodeName=lab-n1 Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1\n"
+             "NodeName=lab-n2 Arch=x86_64 CoresPerSocket=1 State=DOWN+NOT_RESPONDING "
+             "ThreadsPerCore=1 Reason=Not responding [slurm@2026-11-23T20:46:31]\n")
+
+    def scontrol(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(args, 0, shown, "")
+
+    monkeypatch.setattr(outcome.subprocess, "run", scontrol)
+    failed = outcome.slurm_failed_nodes("lab-n[1-2]")
+    assert failed == ["lab-n2 DOWN+NOT_RESPONDING (Not responding)"]
+    why = outcome.job_failure([outcome.Launch(1, 0), outcome.Launch(2, 233)], exitcode=None,
+                              signal_number=None, scheduler_state="FAILED",
+                              stderr=tmp_path / "none", program="IMB-MPI1",
+                              failed_nodes=failed)
+    assert why is not None
+    assert why.startswith("node failure: lab-n2 DOWN+NOT_RESPONDING (Not responding) under "
+                          "the job; IMB-MPI1 (launch 2 of 2) ended with exit code 233")

@@ -429,17 +429,21 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         stage = Path(self.stagedir)
         launches = outcome.read_launches(stage / outcome.LAUNCH_STATUS)
         state = None
+        failed_nodes: list[str] = []
         sched = type(self.job.scheduler).__name__
         if "Slurm" in sched or "Squeue" in sched:
             info = outcome.slurm_job_state(str(self.job.jobid))
             state = info.get("JobState")
-            self._hpcval_job_info = info
+            nodes = getattr(self.job, "nodelist", None) or []
+            failed_nodes = outcome.slurm_failed_nodes(
+                info.get("NodeList") or ",".join(nodes if isinstance(nodes, list) else [nodes]))
         program = Path(str(self.executable).split()[0]).name if self.executable else "job"
         why = outcome.job_failure(
             launches, exitcode=self.job.exitcode,
             signal_number=getattr(self.job, "signal", None),  # Slurm jobs have none
             scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
-            program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs)
+            program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs,
+            failed_nodes=failed_nodes)
         if why is None:
             return
         own = ""
