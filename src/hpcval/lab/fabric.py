@@ -49,23 +49,22 @@ PROFILES: dict[str, FabricProfile] = {
 }
 
 
-#: A rate given directly, e.g. ``185m`` (Mbit/s) or ``1.5g`` (Gbit/s).
-RATE_NAME = re.compile(r"^(\d+(?:\.\d+)?)([mg])$")
+#: A rate given directly in Mbit/s, e.g. ``185m``.
+RATE_NAME = re.compile(r"^(\d+(?:\.\d+)?)m$")
 
 
 def get_profile(name: str) -> FabricProfile:
-    """Profile ``name``, or a profile made from a rate name such as ``185m``
+    """Profile ``name``, or a profile made from a rate in Mbit/s such as ``185m``
     (bench/detection.sh steps the link rate down by a few per cent)."""
     if name in PROFILES:
         return PROFILES[name]
     match = RATE_NAME.match(name)
     if match and float(match.group(1)) > 0:
-        scale = 1_000_000 if match.group(2) == "m" else 1_000_000_000
-        rate = int(float(match.group(1)) * scale)
+        rate = int(float(match.group(1)) * 1_000_000)
         return FabricProfile(name, rate, f"{rate / 1e6:g} Mbit/s per node link, each direction")
     raise LabError(
         f"unknown fabric profile '{name}' (known: {', '.join(PROFILES)}, "
-        "or a rate such as 185m or 1.5g)"
+        "or a rate in Mbit/s such as 185m)"
     )
 
 
