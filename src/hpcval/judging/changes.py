@@ -24,8 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures
-from scipy import stats
 
 from hpcval.errors import InputError
 from hpcval.judging.settings import FigureSettings, JudgingSettings
@@ -64,6 +62,8 @@ def _noise_sd(x: np.ndarray) -> float:
 def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
     if np.var(a) == 0 and np.var(b) == 0:
         return 0.0 if float(np.mean(a)) != float(np.mean(b)) else 1.0
+    from scipy import stats
+
     return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
@@ -91,6 +91,8 @@ def change_points(values: Sequence[float], *, alpha: float = 0.01, min_size: int
         return []
     sd = _noise_sd(y)
     scale = max(sd, 1e-9 * max(1.0, float(np.max(np.abs(y)))))
+    import ruptures  # imported when a history is long enough to segment
+
     algo = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(y / scale)
     bounds = [b for b in algo.predict(pen=penalty * math.log(n)) if b < n]
     # keep only significant boundaries: drop the weakest and re-test until all pass
@@ -137,6 +139,8 @@ def sustained_change(history: Sequence[float], better: str,
         fs = settings
     else:
         fs = settings.for_figure(name)
+    if len(history) < fs.k + min_size:
+        return None  # no level before a change can be known yet
     points = change_points(history, alpha=alpha, min_size=min_size)
     if not points:
         return None

@@ -31,10 +31,18 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 
 from hpcval.errors import InputError
 from hpcval.judging.settings import FigureSettings, JudgingSettings
+
+
+def _stats():  # noqa: ANN202 - scipy.stats, imported when a figure is judged
+    """``scipy.stats``, imported on first use: a run whose figures have no
+    baseline yet (every new site) never pays for importing it."""
+    from scipy import stats
+
+    return stats
+
 
 OUTCOMES = ("pass", "regressed", "improved", "warn", "inconclusive", "no-baseline")
 BETTER = ("higher", "lower")
@@ -176,8 +184,8 @@ def _assess(baseline_runs: Sequence[Sequence[float]], current: Sequence[float], 
     df = k - 1
     tstat = diff / se
     # worse: smaller for higher-better figures, larger for lower-better
-    p_lower = float(stats.t.cdf(tstat, df))
-    p_higher = float(stats.t.sf(tstat, df))
+    p_lower = float(_stats().t.cdf(tstat, df))
+    p_higher = float(_stats().t.sf(tstat, df))
     p_worse, p_better = (p_lower, p_higher) if better == "higher" else (p_higher, p_lower)
     inv = np.exp if positive else (lambda a: a)
     return _Assessment(
@@ -205,20 +213,20 @@ def _threshold_on_scale(a: _Assessment) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _t_quantile(q: float, df: int) -> float:
-    return float(stats.t.ppf(q, df))
+    return float(_stats().t.ppf(q, df))
 
 
 @functools.lru_cache(maxsize=64)
 def _runs_table(alpha: float, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     m = np.arange(1, 201)
     kk = np.maximum(k, m)
-    return m, kk, stats.t.ppf(1 - alpha, kk - 1)
+    return m, kk, _stats().t.ppf(1 - alpha, kk - 1)
 
 
 @functools.lru_cache(maxsize=64)
 def _baseline_table(alpha: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     kb = np.arange(max(k, 2), 1001)
-    return kb, stats.t.ppf(1 - alpha, kb - 1)
+    return kb, _stats().t.ppf(1 - alpha, kb - 1)
 
 
 def _needed(a: _Assessment) -> Needed:
@@ -353,7 +361,7 @@ def adjust(p_values: Sequence[float], correction: str) -> list[float]:
     if correction == "holm":
         return holm(p_values)
     if correction == "bh":
-        return [float(p) for p in stats.false_discovery_control(np.asarray(p_values),
+        return [float(p) for p in _stats().false_discovery_control(np.asarray(p_values),
                                                                 method="bh")]
     raise InputError(f"correction: '{correction}' is not known; use holm or bh")
 
