@@ -36,6 +36,11 @@ from hpcval.site import Site
 from hpcval.store import Store
 
 DEFAULT_MARGIN = 0.5
+#: The margin of the bands ``validate --record`` writes from its one run: one run
+#: shows the noise within it, not between runs, so its band only catches gross
+#: breakage (a quarter of the worst bandwidth sample, four times the worst
+#: latency) until ``capture --from-history`` replaces it.
+RECORD_MARGIN = 0.75
 AUDIT_CHECK = "host_tuning_audit_check"
 
 

@@ -85,7 +85,8 @@ def test_impossible_reference_fails_naming_check_variable_value_and_bound(
     warm_lat = "  warm:\n    lat_0B: [{}, null, 0.0, us]"
     path.write_text(path.read_text().replace(warm_lat.format("100.0"), warm_lat.format("0.001")))
     proc = hpcval(checkout, "validate", "--site", "local", "--", *QUICK, *WARM)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    # wrong input, found before any benchmark runs
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if "is outside" in ln)
     assert "imb_pingpong_check %cache=warm" in line
     assert "lat_0B" in line and "<= 0.001" in line
@@ -98,9 +99,11 @@ def test_missing_reference_for_a_reported_variable_fails(checkout: Path,
     text = path.read_text()
     path.write_text(text.replace("    bw_64KiB: [100.0, 0.0, null, MB/s]\n", "", 1))
     proc = hpcval(checkout, "validate", "--site", "local", "--", *QUICK, *WARM)
-    assert proc.returncode == 1
-    assert "missing reference for variable(s) bw_64KiB" in proc.stdout
-    assert str(path) in proc.stdout
+    # wrong input, found before any benchmark runs
+    assert proc.returncode == 2
+    said = proc.stdout + proc.stderr
+    assert "missing reference for variable(s) bw_64KiB" in said
+    assert str(path) in said
 
 
 def test_plain_reframe_picks_up_the_site_references(checkout: Path):

@@ -248,6 +248,7 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
     gives launch *n*'s (stdout, stderr); ``failed_nodes`` are the job's nodes
     Slurm reports down (:func:`slurm_failed_nodes`)."""
     causes: list[str] = []
+    job_stderr = stderr
     event = None
     state = (scheduler_state or "").split()[0] if scheduler_state else ""
     if state in SLURM_EVENTS:
@@ -284,7 +285,9 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
     death = rank_death(stderr, *([stdout] if stdout else []))
     if death:
         causes.append(death)
-    tail = stderr_tail(stderr)
+    # the failing launch's own error output, else the job's (launches of a job
+    # that share its output files write there)
+    tail = stderr_tail(stderr) or (stderr_tail(job_stderr) if stderr != job_stderr else "")
     return "; ".join(causes) + (f"; stderr: {tail}" if tail else "")
 
 
