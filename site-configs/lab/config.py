@@ -24,6 +24,7 @@ from hpcval.rfm.site import (
     plain_environment,
     run_directories,
 )
+from hpcval.topology import processor_info
 
 SITE_DIR = Path(__file__).resolve().parent
 
@@ -81,7 +82,9 @@ site_configuration = {
                     "max_jobs": 1,
                     # 'internode': jobs of this partition can span several nodes
                     "features": ["internode", "slurm"],
-                    "processor": {"num_cpus": node_cpus()},
+                    # lab nodes are namespaces on this host: its processor and
+                    # caches (cache-cold buffer sizes), with the CPUs a node gets
+                    "processor": {**processor_info(), "num_cpus": node_cpus()},
                     "extras": partition_extras(SITE_DIR, **shared_fs_extras()),
                 }
             ],
