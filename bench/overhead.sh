@@ -3,8 +3,10 @@
 #
 #   bench/overhead.sh [RUNS [RUNS20]]   (default 5 rounds for 2 cases, 3 for 20)
 #
-# The same IMB PingPong test cases (imb_pingpong_check, warm and cold, 5 runs of
-# IMB each, -S repetitions=10) three ways, for 2 and 20 cases (20 = --repeat 10):
+# The same IMB PingPong test cases (imb_pingpong_check, warm and cold, cut to one
+# IMB run of one repetition per size, -S samples=1 -S repetitions=1, so that the
+# benchmark's own time, and its noise on a shared machine, does not hide the
+# overhead) three ways, for 2 and 20 cases (20 = --repeat 10):
 #   bare     the job scripts ReFrame writes (a --dry-run), run one after another
 #            with bash: the MPI launches alone
 #   reframe  reframe -C site-configs/local/config.py -c reframe-checks -r ...
@@ -25,7 +27,7 @@ trap 'rm -rf "$WORK"' EXIT
 export HPCVAL_ROOT=$ROOT HPCVAL_VAR=$WORK/var HPCVAL_SPACK=0
 cd "$ROOT"
 
-SELECT=(-p impi -n imb_pingpong_check -S repetitions=10)
+SELECT=(-p impi -n imb_pingpong_check -S samples=1 -S repetitions=1)
 
 seconds() {  # wall seconds of a command, its output discarded
     local t0 t1
@@ -47,12 +49,14 @@ bare() {  # run every job script of the dry run in its own stage directory
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
      "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
+declare -A over
 printf '%-6s %8s %8s %8s %14s %14s %16s\n' cases bare reframe hpcval reframe-bare \
        hpcval-reframe "hpcval/case"
 for cases in 2 20; do
     repeat=()
     [ "$cases" -gt 2 ] && repeat=(--repeat $((cases / 2)))
     # the job scripts ReFrame would run, copied out of its stage directory
+    rm -rf "$HPCVAL_VAR/local/stage"
     "$BIN/reframe" -C site-configs/local/config.py -c reframe-checks "${SELECT[@]}" \
         "${repeat[@]}" --dry-run >/dev/null 2>&1
     mkdir -p "$WORK/scripts-$cases"
@@ -75,49 +79,38 @@ for cases in 2 20; do
     printf '%-6s %8s %8s %8s %14.2f %14.2f %16.3f\n' "$cases" "$mb" "$mr" "$mh" \
         "$(echo "$mr - $mb" | bc -l)" "$(echo "$mh - $mr" | bc -l)" \
         "$(echo "($mh - $mr) / $cases" | bc -l)"
+    over[$cases]=$(echo "$mh - $mr" | bc -l)
 done
+printf 'hpcval over reframe: %.2f s per validation (fixed) + %.3f s per case (marginal)\n' \
+    "$(echo "${over[2]} - 2 * (${over[20]} - ${over[2]}) / 18" | bc -l)" \
+    "$(echo "(${over[20]} - ${over[2]}) / 18" | bc -l)"
 
 echo
-echo "hpcval validate outside ReFrame (median of $RUNS, last run's report):"
-"$BIN/python" - "$RUNS" <<'PY'
-import statistics
-import subprocess
+echo "where hpcval validate spends its time outside ReFrame (cProfile of one 20-case run):"
+"$BIN/python" -m cProfile -o "$WORK/validate.prof" "$BIN/hpcval" validate --site local -- \
+    "${SELECT[@]}" --repeat 10 >/dev/null 2>&1 || true
+"$BIN/python" - "$WORK/validate.prof" <<'PY'
+import pstats
 import sys
-import time
-from pathlib import Path
 
-runs = int(sys.argv[1])
-bin_dir = Path(sys.executable).parent
-
-
-def median_of(fn):
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def cold(code):
-    return lambda: subprocess.run([sys.executable, "-c", code], check=True)
-
-
-from hpcval import runner  # noqa: E402
-from hpcval.paths import var_dir  # noqa: E402
-
-report = sorted((var_dir("local") / "reports").glob("run-report-*.json"))[-1]
-parts = {
-    "python start-up alone": cold("pass"),
-    "import the CLI and build its parser (`hpcval --help` path)":
-        lambda: subprocess.run([str(bin_dir / "hpcval"), "--help"], check=True,
-                               capture_output=True),
-    "validate the site's references (runner.check_site_references)":
-        lambda: runner.check_site_references("local"),
-    "verdict table + HTML report of a run (runner.publish)":
-        lambda: runner.publish(report, "local", out=open("/dev/null", "w")),
-}
-for name, fn in parts.items():
-    print(f"  {median_of(fn):6.3f} s  {name}")
+stats = pstats.Stats(sys.argv[1])
+total = stats.total_tt
+rows = {}
+for (path, _line, name), (_cc, _nc, _tt, cum, _callers) in stats.stats.items():
+    for label, (mod, fn) in {
+        "reframe itself (subprocess, waited for)": ("hpcval/runner.py", "run_reframe"),
+        "site and references checks": ("hpcval/runner.py", "check_site_references"),
+        "preflight (store writable, disk space)": ("hpcval/runner.py", "_preflight"),
+        "store the run and judge it": ("hpcval/verdicts.py", "store_and_judge"),
+        "verdict table and HTML report": ("hpcval/runner.py", "publish"),
+        "import of the CLI and its commands": ("hpcval/cli.py", "build_parser"),
+    }.items():
+        if path.endswith(mod) and name == fn:
+            rows[label] = rows.get(label, 0.0) + cum
+for label, cum in rows.items():
+    print(f"  {cum:7.3f} s  {label}")
+outside = total - rows.get("reframe itself (subprocess, waited for)", 0.0)
+print(f"  {total:7.3f} s  whole run in the hpcval process; outside ReFrame: {outside:.3f} s"
+      " (imports before main() are not in the profile)")
 PY
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -37,18 +37,24 @@ def test_cold_pingpong_has_samples_and_an_explicit_off_cache(checkout: Path,
     proc = hpcval(checkout, "validate", "--site", "local", "--", "-p", "impi",
                   "-n", "imb_pingpong_check%cache=cold", "-S", "repetitions=10")
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
     assert "CPU count unknown" not in out
     (report,) = (checkout / "var" / "local" / "reports").glob("run-report-*.json")
     (case,) = json.loads(report.read_text())["runs"][-1]["testcases"]
+    # measured and judged; on a machine shared with other work the figures may miss
+    # the shipped floors, which is not what this test is about
+    assert case["result"] == "pass" or case["fail_phase"] == "performance", out[-4000:]
+    assert proc.returncode in (0, 1), out[-4000:]
     opts = case["executable_opts"]
     size = float(opts[opts.index("-off_cache") + 1])
     llc = this_host().llc_bytes
     assert llc, "this host's last-level cache was not detected"
     assert size == math.ceil(llc / 2**20) > 0
-    script = (Path(case["outputdir"]) / "rfm_job.sh").read_text()
+    # ReFrame copies a passed case's files to its output directory; a failed one's
+    # stay in its stage directory
+    where = Path(case["outputdir"] if case["result"] == "pass" else case["stagedir"])
+    script = (where / "rfm_job.sh").read_text()
     assert len(re.findall(r"IMB-MPI1 PingPong .*-off_cache", script)) == 5
-    samples = json.loads((Path(case["outputdir"]) / "hpcval-samples.json").read_text())
+    samples = json.loads((where / "hpcval-samples.json").read_text())
     perf = {k.rsplit(":", 1)[1]: v for k, v in case["perfvalues"].items()}
     assert set(samples) == set(perf) == {"lat_0B", "lat_8B", "bw_2KiB", "bw_64KiB", "bw_1MiB",
                                          "bw_4MiB"}

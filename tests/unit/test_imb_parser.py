@@ -148,3 +148,96 @@ def test_family_tables_at_each_process_count(data_dir):
         assert {t.processes for t in result.tables if t.benchmark == bench} == {1, 2}
         row = result.table(bench).row(8)
         assert row["t_min_usec"] <= row["t_avg_usec"] <= row["t_max_usec"]
+
+
+# --- variants from the field (#16), on recorded real outputs (tests/data/imb/README.md) ---
+
+
+def test_i_mpi_debug_startup_lines_before_the_table(data_dir):
+    text = read(data_dir, "pingpong_i_mpi_debug5_impi2021.18.txt")
+    assert text.startswith("[0] MPI startup(): Intel(R) MPI Library")
+    result = parse_imb(text)
+    table = check_complete(result, "PingPong", [0, 65536])
+    assert table.sizes() == [0] + [2**i for i in range(17)]
+    assert table.value(0, "t_usec") == 2.94
+    assert table.value(65536, "mbytes_per_sec") == 26864.25
+
+
+def test_multi_0_keeps_every_block_with_its_groups(data_dir):
+    result = parse_imb(read(data_dir, "multi0_pingpong_allreduce_np4_impi2021.18.txt"))
+    got = [(t.benchmark, t.processes, t.groups) for t in result.tables]
+    assert got == [("Multi-PingPong", 2, 2), ("Multi-Allreduce", 2, 2), ("Allreduce", 4, None)]
+    pp = result.table("Multi-PingPong")
+    assert pp.value(4096, "mbytes_per_sec") == 1390.25
+    assert pp.value(0, "t_max_usec") == 6.55
+    # the block after the multi blocks is not lost
+    assert result.table("Allreduce", processes=4).value(4096, "t_avg_usec") == 8.58
+    assert result.finished
+
+
+def test_multi_1_gives_one_row_per_group(data_dir):
+    result = parse_imb(read(data_dir, "multi1_pingpong_allreduce_np4_impi2021.18.txt"))
+    pp = result.table("Multi-PingPong")
+    assert pp.columns[:2] == ("group", "bytes") and pp.groups == 2
+    rows_4096 = [r for r in pp.rows if r["bytes"] == 4096]
+    assert [(r["group"], r["mbytes_per_sec"]) for r in rows_4096] == [(0, 1308.65), (1, 1306.70)]
+    assert len(pp.rows) == 2 * 14
+    assert result.table("Allreduce", processes=4).value(4, "t_max_usec") == 31.42
+
+
+def test_show_tail_is_not_an_option_of_imb_2021(data_dir):
+    """IMB 2021.11 (the installed one) and the upstream sources know no
+    ``-show_tail``: IMB takes the words for benchmark names, says so, and runs."""
+    text = read(data_dir, "show_tail_option_unknown_impi2021.18.txt")
+    assert "Invalid benchmark name -show_tail" in text
+    result = parse_imb(text)
+    assert [t.benchmark for t in result.tables] == ["PingPong", "Allreduce"]
+    assert result.table("PingPong").value(4096, "t_usec") == 0.43
+
+
+def test_intel_space_r_2018_banner_and_open_mpi_messages(data_dir):
+    text = read(data_dir, "imb2018_openmpi4.1.4_help_message.txt")
+    assert "Intel (R) MPI Benchmarks 2018 Update 1" in text
+    result = parse_imb(text)
+    assert result.version == "2018"
+    table = check_complete(result, "PingPong", [0, 4194304])
+    assert table.value(4194304, "mbytes_per_sec") == 7200.43
+
+
+def test_runtime_messages_interleaved_in_a_table(data_dir):
+    """stderr merged into stdout: Open MPI's help-message lines (recorded in the
+    same run, after the table) placed inside the table, as a job log can hold
+    them; the rows around them are all kept."""
+    lines = read(data_dir, "imb2018_openmpi4.1.4_help_message.txt").splitlines()
+    messages = [ln for ln in lines if ln.startswith("[vm:")]
+    assert len(messages) == 2
+    body = [ln for ln in lines if not ln.startswith("[vm:")]
+    at = next(i for i, ln in enumerate(body) if ln.split()[:1] == ["65536"])
+    body[at:at] = messages + lines[:7]  # the two lines and the "-----" help block
+    result = parse_imb("\n".join(body) + "\n", source="merged.log")
+    table = check_complete(result, "PingPong", [32768, 65536, 4194304])
+    assert len(table.rows) == 24
+    assert table.value(65536, "t_usec") == 7.79
+    assert [m for _, m in table.messages][:2] == messages
+
+
+def test_imb_2_3_banner_and_a_wrapped_table_is_refused(data_dir):
+    """IMB 2.3 output as posted to the Open MPI users list: the mail client
+    wrapped every row; the parser names the line instead of guessing."""
+    text = read(data_dir, "imb2.3_sendrecv_wrapped_ompi_users_2007-05-3288.txt")
+    with pytest.raises(ParseError, match=r"x.txt:29: IMB Sendrecv row has 1 fields, header has "
+                                         r"5 .*'0.00' \(a wrapped, cut or corrupted row\)"):
+        parse_imb(text, source="x.txt")
+    # unwrapped (the wrapped tail of each row joined back), it reads as IMB 2.3
+    lines = text.splitlines()
+    joined = []
+    for ln in lines:
+        if joined and (ln == "Mbytes/sec" or ln.replace(".", "").isdigit()):
+            joined[-1] += f" {ln}"
+        else:
+            joined.append(ln)
+    result = parse_imb("\n".join(joined) + "\n")
+    assert result.version == "2.3" and result.finished  # IMB 2.x prints no MPI_Finalize line
+    table = check_complete(result, "Sendrecv", [0, 4194304])
+    assert table.value(4194304, "mbytes_per_sec") == 415.77
+    assert table.value(1048576, "t_avg_usec") == 3868.21

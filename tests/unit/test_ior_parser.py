@@ -106,3 +106,64 @@ def test_text_output_truncated_or_failed() -> None:
         parse_ior_text(row_cut, "cut.txt")
     with pytest.raises(ParseError, match="IOR run failed: 'ERROR: open64"):
         parse_ior_text(load("error_missing_dir.out"), "err.out")
+
+
+# --- several tests in one output (an IOR -f script with two RUN blocks) ---
+
+
+def test_json_of_two_tests_keeps_each_test_apart() -> None:
+    from hpcval.parsers.ior import parse_ior_json_tests
+
+    text = load("script_two_tests.json")
+    with pytest.raises(ParseError, match=r"2 tests \(TestID 0, 1\).*parse_ior_json_tests"):
+        parse_ior_json(text, "s.json")
+    tests = parse_ior_json_tests(text, "s.json")
+    assert sorted(tests) == [0, 1]
+    fpp, shared = tests[0], tests[1]
+    assert (fpp.layout, fpp.transfer_size) == ("file-per-process", 1048576)
+    assert (shared.layout, shared.transfer_size) == ("shared", 262144)
+    assert fpp.max_mib("write") == 787.7136 and fpp.max_mib("read") == 11319.7038
+    assert shared.max_mib("write") == 510.0969 and shared.max_mib("read") == 4334.218
+    # each test's repetitions are its own
+    assert fpp.op("write").repetitions_mib == (133.1397, 787.7136)
+    assert shared.op("write").repetitions_mib == (506.9392, 510.0969)
+
+
+def test_text_of_two_tests_keeps_each_max_line_with_its_test() -> None:
+    from hpcval.parsers.ior import parse_ior_text_tests
+
+    text = load("script_two_tests_verbose.txt")
+    with pytest.raises(ParseError, match=r"2 tests \(Test# 0, 1\)"):
+        parse_ior_text(text, "s.txt")
+    tests = parse_ior_text_tests(text, "s.txt")
+    assert tests[0]["write"] == {"max": 1959.84, "min": 905.72, "mean": 1432.78,
+                                 "stddev": 527.06, "max_line": 1959.84}
+    assert tests[1]["write"]["max"] == 956.08 and tests[1]["write"]["max_line"] == 956.08
+    assert tests[1]["read"]["max_line"] == 13882.68
+    assert tests[0]["read"]["max_line"] == 18181.76
+
+
+def test_ior_4_0_verbose_json_of_two_tests_is_invalid_json() -> None:
+    """IOR 4.0.0 with -v writes a JSON summary of a two-test script with a
+    stray ']' (recorded as is): refused with IOR's line and column."""
+    from hpcval.parsers.ior import parse_ior_json_tests
+
+    with pytest.raises(ParseError, match=r"v.json: not an IOR JSON summary \(Expecting ',' "
+                                         r"delimiter at line 140 column 1\)"):
+        parse_ior_json_tests(load("script_two_tests_verbose_invalid.json"), "v.json")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('"bwMaxMIB": 2083.4468', '"bwMaxMIB": Infinity', "not a finite number"),
+    ('"numTasks": 2', '"numTasks": NaN', "not a finite number"),
+    ('"TestID": 0', '"TestID": {"a": 1}', "TestID that is not a number"),
+])
+def test_json_values_that_are_not_finite_numbers(old: str, new: str, message: str) -> None:
+    """Found by a structural mutation of the real summaries: Infinity/NaN (which
+    Python's json accepts) and odd TestIDs were OverflowError/TypeError tracebacks."""
+    from hpcval.parsers.ior import parse_ior_json_tests
+
+    text = load("posix_fpp_2.json")
+    assert old in text
+    with pytest.raises(ParseError, match=message):
+        parse_ior_json_tests(text.replace(old, new), "m.json")

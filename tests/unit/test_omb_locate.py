@@ -42,3 +42,15 @@ def test_path_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HPCVAL_OMB_DIR", raising=False)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/nonexistent")
     assert find_omb_program("osu_latency", "openmpi")[0] == str(prog)
+
+
+def test_spack_build_of_the_environment_comes_first(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    spack = _program(tmp_path / "spack" / "libexec" / "osu-micro-benchmarks" / "mpi" / "pt2pt"
+                     / "osu_bw")
+    _program(tmp_path / "omb" / "osu_bw")
+    monkeypatch.setenv("HPCVAL_OMB_DIR", str(tmp_path / "omb"))
+    monkeypatch.delenv("HPCVAL_OMB_ENVIRON", raising=False)
+    path, where = find_omb_program("osu_bw", "impi", spack_prefix=str(tmp_path / "spack"))
+    assert path == str(spack)
+    assert where == f"the environment's Spack build ({tmp_path / 'spack'})"

@@ -155,3 +155,56 @@ def test_killed_tail_run_7_4_keeps_columns_before_termination() -> None:
     assert result.sizes() == [2**i for i in range(16)]
     with pytest.raises(ParseError, match="cut off"):
         check_complete(result, 4194304)
+
+
+# --- variants from the field (#16), on recorded real outputs (tests/data/omb/README.md) ---
+
+
+def test_i_mpi_debug_and_launcher_lines_before_the_table() -> None:
+    result = load("7.4", "osu_latency_i_mpi_debug5.txt")
+    assert result.title == "MPI Latency Test v7.4"
+    assert result.preamble[0].startswith("[0] MPI startup(): Intel(R) MPI Library")
+    assert any("Pin cpu" in line for line in result.preamble)
+    assert result.sizes() == [2**i for i in range(17)]
+    assert result.value("latency_us", 1) == pytest.approx(251.38)
+    assert result.value("avg_latency_us", 65536) == pytest.approx(43.35)
+    assert result.units == {"avg_latency_us": "us"}
+    check_complete(result, 65536)
+
+
+@pytest.mark.parametrize("version, name, columns, size, overlap", [
+    ("7.4", "osu_iallreduce_overlap.txt",
+     ("size", "overall_us", "compute_us", "pure_comm_us", "overlap_pct"), 4, 17.94),
+    ("5.7", "osu_iallreduce_full_pkb.txt",
+     ("size", "overall_us", "compute_us", "coll_init_us", "mpi_test_us", "mpi_wait_us",
+      "pure_comm_us", "overlap_pct"), 8, 52.86),
+])
+def test_overlap_column_keeps_its_unit(version: str, name: str, columns: tuple[str, ...],
+                                       size: int, overlap: float) -> None:
+    result = load(version, name)
+    assert result.columns == columns
+    assert result.units["overlap_pct"] == "%"
+    assert result.units["pure_comm_us"] == "us"
+    assert result.value("overlap_pct", size) == pytest.approx(overlap)
+
+
+def test_runtime_message_inside_the_table_is_kept_apart() -> None:
+    path = DATA / "7.4" / "osu_latency_i_mpi_debug5.txt"
+    lines = path.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("1024 "))
+    message = ("[vm:14770] 1 more process has sent help message help-mca-var.txt / "
+               "invalid-value-enum")
+    lines.insert(at, message)
+    result = parse_omb("\n".join(lines) + "\n", source="merged.log")
+    assert result.messages == [(at + 1, message)]
+    assert result.value("latency_us", 1024) == pytest.approx(55.95)
+    assert len(result.rows) == 17
+
+
+def test_a_row_cut_in_the_middle_names_its_line() -> None:
+    lines = (DATA / "7.4" / "osu_iallreduce_overlap.txt").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("64 "))
+    lines[at] = lines[at][:30]
+    with pytest.raises(ParseError,
+                       match=rf"cut.txt: line {at + 1}: row has 2 fields, header names 5"):
+        parse_omb("\n".join(lines) + "\n", source="cut.txt")

@@ -3,6 +3,8 @@ em_quarter_ss (gfortran 12, Open MPI 4.1, 2 ranks) in tests/data/wrf/."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from hpcval.errors import ParseError
@@ -25,6 +27,12 @@ def test_normal_run_with_history_spikes(data_dir):
     assert fig.mean_step == pytest.approx(0.4498847, rel=1e-6)
     assert fig.median_step == pytest.approx(0.43373)
     assert fig.speed == pytest.approx(12 / fig.mean_step)
+    # the samples of the judged figures: one per steady step, first and output steps out
+    assert len(fig.step_times) == len(fig.step_speeds) == 45
+    assert statistics.median(fig.step_times) == pytest.approx(fig.median_step)
+    assert statistics.median(fig.step_speeds) == pytest.approx(12 / fig.median_step)
+    assert fig.first_step not in fig.step_times
+    assert max(fig.step_times) == pytest.approx(fig.max_step)
     # Each history write is inside the step ending one time step after its file time.
     for step in log.steps:
         for w in step.writes:
@@ -73,3 +81,34 @@ def test_cfl_crash_is_classified(data_dir):
     text = str(err.value)
     assert "WRF crashed (SIGSEGV" in text and "after step 1" in text
     assert "32434 points exceeded the vertical CFL limit" in text and "reduce time_step" in text
+
+
+def test_run_length_from_start_and_end_dates(data_dir):
+    """WRF's own test/em_real/namelist.input_1day sets every run_* to 0 and
+    runs from start_* to end_*: one day of 120 s steps."""
+    text = (data_dir / "wrf" / "namelist.input_1day_end_dates").read_text()
+    assert wrf.namelist_value(text, "run_hours") == "0"
+    assert wrf.start_time(text) == "1996-01-01_00:00:00"
+    assert wrf.end_time(text) == "1996-01-02_00:00:00"
+    assert wrf.run_seconds(text) == 86400
+    assert wrf.expected_steps(text) == 720
+
+
+def test_run_length_prefers_run_entries_and_refuses_no_length(data_dir):
+    text = (data_dir / "wrf" / "namelist.input_1day_end_dates").read_text()
+    six_hours = wrf.edit_namelist(text, {"run_hours": 6})
+    assert wrf.run_seconds(six_hours) == 6 * 3600
+    same_day = wrf.edit_namelist(text, {"end_day": 1})
+    with pytest.raises(ParseError, match="end 1996-01-01_00:00:00 is not after start"):
+        wrf.run_seconds(same_day)
+
+
+@pytest.mark.parametrize("key, value", [("time_step", "''"), ("time_step", "nan"),
+                                        ("end_day", "x2"), ("run_hours", "inf")])
+def test_namelist_numbers_that_are_not_numbers(data_dir, key, value):
+    """Found by the property test: a time step that is empty or not finite was a
+    ValueError traceback; now a ParseError naming the key."""
+    text = (data_dir / "wrf" / "namelist.input_1day_end_dates").read_text()
+    broken = wrf.edit_namelist(text, {key: value})
+    with pytest.raises(ParseError, match=f"namelist.input {key} is not a"):
+        wrf.expected_steps(broken)

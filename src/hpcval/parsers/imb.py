@@ -16,6 +16,25 @@ Sendrecv/Exchange (plus ``Mbytes/sec``), IMB-NBC (``t_ovrl``, ``t_CPU``,
 ``overlap[%]``) and Barrier (no ``#bytes``). A row that IMB aborted prints
 ``time-out.`` or ``out-of-mem.`` instead of numbers; those are kept as
 :class:`ImbRowError` so a check can fail with IMB's own explanation.
+
+Variants read (each with a recorded output in ``tests/data/imb``):
+
+* ``-multi 0|1``: a ``# Benchmarking Multi-<name>`` block with a ``( N groups of
+  M processes each running simultaneous )`` banner instead of ``#processes``;
+  the table is kept under its printed name (``Multi-PingPong``) with
+  :attr:`ImbTable.groups` = N and :attr:`ImbTable.processes` = M. With
+  ``-multi 1`` every group has its own row (a ``group`` column) and blank
+  lines separate the sizes.
+* Lines that are not rows inside a table — MPI runtime messages merged from
+  stderr (Open MPI's ``[host:pid] N more processes have sent help message``,
+  its ``-----`` help blocks, Intel MPI's ``[0] MPI startup(): ...``), bracketed
+  annotation lines — are kept in :attr:`ImbTable.messages`, not parsed. A line
+  that starts like a row (a number) but does not fit the header is refused
+  with its line number: a wrapped, cut or corrupted row.
+* Banners ``Intel(R) MPI Benchmarks 2021.11``, ``Intel (R) MPI Benchmarks
+  2018`` and ``Intel (R) MPI Benchmark Suite V2.3``; IMB 2.x prints no
+  ``All processes entering MPI_Finalize`` line, so its output counts as
+  finished when it holds tables (completeness is then judged by the sizes).
 """
 
 from __future__ import annotations
@@ -28,7 +47,11 @@ from hpcval.errors import ParseError
 
 _BENCH_RE = re.compile(r"^#\s*Benchmarking\s+(?P<name>\S+)")
 _PROCS_RE = re.compile(r"^#\s*#processes\s*=\s*(?P<n>\d+)")
-_VERSION_RE = re.compile(r"Intel\(R\) MPI Benchmarks\s+(?P<version>\S+)")
+_GROUPS_RE = re.compile(r"^#\s*\(\s*(?P<groups>\d+)\s+groups? of\s+(?P<n>\d+)\s+process")
+_VERSION_RE = re.compile(
+    r"Intel\s?\(R\) MPI Benchmark(?:s| Suite)?\s+V?(?P<version>\d[\w.]*)")
+_HEADER_RE = re.compile(r"^(?:Group\s+)?#(?:bytes|repetitions)\b")
+_ROW_START_RE = re.compile(r"^[-+]?\d")
 _FINALIZE = "All processes entering MPI_Finalize"
 _ERROR_RE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<kind>time-out|out-of-mem)\.?;?\s*(?P<msg>.*)$")
 
@@ -60,6 +83,10 @@ class ImbTable:
     columns: tuple[str, ...]
     rows: list[dict[str, float]] = field(default_factory=list)
     errors: list[ImbRowError] = field(default_factory=list)
+    #: ``-multi``: number of groups running the benchmark at once (None otherwise).
+    groups: int | None = None
+    #: Non-row lines found inside the table (runtime messages): (line number, text).
+    messages: list[tuple[int, str]] = field(default_factory=list)
 
     def sizes(self) -> list[int]:
         """Message sizes measured, in table order."""
@@ -102,6 +129,8 @@ class ImbResult:
 
     version: str | None
     tables: list[ImbTable]
+    #: The run ended: ``All processes entering MPI_Finalize`` was printed (or,
+    #: for IMB 2.x, which prints no such line, the output holds tables).
     finished: bool
 
     def table(self, benchmark: str, processes: int | None = None) -> ImbTable:
@@ -143,6 +172,7 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
     tables: list[ImbTable] = []
     benchmark: str | None = None
     processes: int | None = None
+    groups: int | None = None
     current: ImbTable | None = None
     finished = False
 
@@ -155,20 +185,22 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
             current = None
             continue
         if m := _BENCH_RE.match(line):
-            benchmark, processes, current = m.group("name"), None, None
+            benchmark, processes, groups, current = m.group("name"), None, None, None
             continue
         if m := _PROCS_RE.match(line):
-            processes, current = int(m.group("n")), None
+            processes, groups, current = int(m.group("n")), None, None
+            continue
+        if m := _GROUPS_RE.match(line):
+            processes, groups, current = int(m.group("n")), int(m.group("groups")), None
             continue
         stripped = line.strip()
         if not stripped:
-            current = None
-            continue
-        if stripped.startswith("#repetitions") or stripped.startswith("#bytes"):
+            continue  # -multi 1 separates sizes by blank lines
+        if _HEADER_RE.match(stripped):
             if benchmark is None or processes is None:
                 raise ParseError(f"{source}:{line_no}: table header outside a benchmark section")
             columns = tuple(normalise_column(c) for c in stripped.split())
-            current = ImbTable(benchmark, processes, columns)
+            current = ImbTable(benchmark, processes, columns, groups=groups)
             tables.append(current)
             continue
         if stripped.startswith("#") or current is None:
@@ -178,20 +210,27 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
                 ImbRowError(int(m.group("bytes")), m.group("kind"), m.group("msg").strip())
             )
             continue
+        if not _ROW_START_RE.match(stripped):
+            current.messages.append((line_no, stripped))  # a runtime message, not a row
+            continue
         tokens = stripped.split()
         if line_no == last_line and not text.endswith("\n"):
             break  # a row cut off where the output stops: truncation, not garbage
         if len(tokens) != len(current.columns):
             raise ParseError(
                 f"{source}:{line_no}: IMB {current.benchmark} row has {len(tokens)} fields, "
-                f"header has {len(current.columns)}: {stripped!r}"
+                f"header has {len(current.columns)} ({' '.join(current.columns)}): "
+                f"{stripped!r} (a wrapped, cut or corrupted row)"
             )
         values = zip(current.columns, tokens, strict=True)
         current.rows.append({c: _to_number(t, line_no, source) for c, t in values})
 
     if not tables:
         raise ParseError(f"{source}: no IMB result table found")
-    version = version_match.group("version").rstrip(",") if version_match else None
+    version = version_match.group("version").rstrip(".,") if version_match else None
+    if not finished and version is not None and version.split(".")[0].isdigit() \
+            and int(version.split(".")[0]) < 3:
+        finished = True  # IMB 2.x never prints the MPI_Finalize line
     return ImbResult(version=version, tables=tables, finished=finished)
 
 
@@ -215,7 +254,7 @@ def check_complete(result: ImbResult, benchmark: str, sizes: Iterable[int],
     return table
 
 
-_BANNER_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks", re.MULTILINE)
+_BANNER_RE = re.compile(r"^#\s+Intel\s?\(R\) MPI Benchmark", re.MULTILINE)
 
 
 def parse_imb_runs(text: str, source: str = "IMB output") -> list[ImbResult]:

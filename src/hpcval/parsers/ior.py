@@ -19,11 +19,19 @@ check asks for raise :class:`~hpcval.errors.ParseError` naming the source.
 The text output carries ``Max Write:``/``Max Read:`` lines only with ``-v``
 in IOR 4, and a ``Summary of all tests`` table always;
 :func:`parse_ior_text` reads both, for runs made without a summary file.
+
+One output can hold several tests: IOR runs every section of a ``-f`` script
+and every repeated ``RUN`` block, numbering them ``TestID`` 0, 1, ... Each
+test's figures are kept apart, keyed by that number:
+:func:`parse_ior_json_tests` and :func:`parse_ior_text_tests`. The one-test
+readers (:func:`parse_ior_json`, :func:`parse_ior_text`) refuse such an
+output with a message pointing to them, rather than mixing the tests.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,17 +106,26 @@ def ior_errors(text: str) -> list[str]:
     return [m.group(0).strip() for m in _ERROR_RE.finditer(text)]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
 def _number(entry: dict[str, Any], key: str, source: str, what: str) -> float:
     value = entry.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(source, f"{what}: {key!r} missing or not a number ({value!r})")
+    if not _is_number(value):
+        raise _fail(source, f"{what}: {key!r} missing or not a finite number ({value!r:.40})")
     return float(value)
 
 
 def _optional(entry: dict[str, Any], key: str) -> float | None:
     value = entry.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+    return float(value) if _is_number(value) else None
+
+
+def _tests(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    tests = doc.get("tests")
+    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
 
 
 def _results(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -123,9 +140,8 @@ def _results(doc: dict[str, Any]) -> list[dict[str, Any]]:
         elif isinstance(node, dict) and "access" in node:
             flat.append(node)
 
-    for test in doc.get("tests") or []:
-        if isinstance(test, dict):
-            walk(test.get("Results"))
+    for test in _tests(doc):
+        walk(test.get("Results"))
     return flat
 
 
@@ -136,6 +152,19 @@ def parse_ior_json(text: str, source: str = "<IOR JSON summary>",
     *require*: operations that must be in the summary (default write and
     read); a summary without one raises :class:`ParseError`.
     """
+    doc = _load_json(text, source)
+    summary = doc.get("summary")
+    if not isinstance(summary, list) or not summary:
+        raise _fail(source, "IOR JSON without a 'summary' list: the run did not finish")
+    test_ids = {repr(e.get("TestID")) for e in summary if isinstance(e, dict)}
+    if len(test_ids) > 1:
+        raise _fail(source, f"IOR summary of {len(test_ids)} tests (TestID "
+                            f"{', '.join(str(t) for t in sorted(test_ids, key=str))}): read it "
+                            "with parse_ior_json_tests, which keeps each test apart")
+    return _json_result(doc, summary, _results(doc), source, require)
+
+
+def _load_json(text: str, source: str) -> dict[str, Any]:
     if not text.strip():
         raise _fail(source, "empty IOR summary: IOR did not run or failed before writing it")
     try:
@@ -149,15 +178,41 @@ def parse_ior_json(text: str, source: str = "<IOR JSON summary>",
             from None
     if not isinstance(doc, dict):
         raise _fail(source, f"not an IOR JSON summary (a JSON {type(doc).__name__})")
+    return doc
+
+
+def parse_ior_json_tests(text: str, source: str = "<IOR JSON summary>",
+                         require: tuple[str, ...] = OPERATIONS) -> dict[int, IorResult]:
+    """Every test of an IOR JSON summary, keyed by its ``TestID`` (a ``-f``
+    script or repeated ``RUN`` blocks give several); each from its own
+    summary entries and repetitions only."""
+    doc = _load_json(text, source)
     summary = doc.get("summary")
     if not isinstance(summary, list) or not summary:
         raise _fail(source, "IOR JSON without a 'summary' list: the run did not finish")
-    test_ids = {e.get("TestID") for e in summary if isinstance(e, dict)}
-    if len(test_ids) > 1:
-        raise _fail(source, f"IOR summary of {len(test_ids)} tests (script mode); "
-                            "one test per run expected")
+    by_test: dict[int, list[dict[str, Any]]] = {}
+    for entry in summary:
+        if not isinstance(entry, dict):
+            raise _fail(source, f"summary entry is not an object: {entry!r:.80}")
+        test_id = entry.get("TestID", 0)
+        if isinstance(test_id, bool) or not isinstance(test_id, int):
+            raise _fail(source, f"summary entry with a TestID that is not a number: {test_id!r}")
+        by_test.setdefault(test_id, []).append(entry)
+    tests = _tests(doc)
+    results: dict[int, list[dict[str, Any]]] = {}
+    for test in tests:
+        test_id = test.get("TestID")
+        if isinstance(test_id, int) and not isinstance(test_id, bool):
+            results[test_id] = _results({"tests": [test]})
+    return {tid: _json_result(doc, entries, results.get(tid, []),
+                              f"{source} (TestID {tid})", require)
+            for tid, entries in sorted(by_test.items())}
+
+
+def _json_result(doc: dict[str, Any], summary: list[Any], results: list[dict[str, Any]],
+                 source: str, require: tuple[str, ...]) -> IorResult:
     per_rep: dict[str, list[float]] = {}
-    for res in _results(doc):
+    for res in results:
         if isinstance(res.get("bwMiB"), (int, float)):
             per_rep.setdefault(str(res["access"]), []).append(float(res["bwMiB"]))
     operations: dict[str, IorOperation] = {}
@@ -179,7 +234,8 @@ def parse_ior_json(text: str, source: str = "<IOR JSON summary>",
             repetitions_mib=tuple(per_rep.get(name, ())),
         )
         first = first or entry
-    assert first is not None
+    if first is None:
+        raise _fail(source, "IOR summary without operations")
     missing = [op for op in require if op not in operations]
     if missing:
         raise _fail(source, f"IOR summary has no {' or '.join(missing)} operation (has "
@@ -203,10 +259,16 @@ def parse_ior_json(text: str, source: str = "<IOR JSON summary>",
     )
 
 
-def parse_ior_text(text: str, source: str = "<IOR output>") -> dict[str, dict[str, float]]:
-    """Read IOR's text output: operation → ``max``/``min``/``mean``/``stddev``
-    (MiB/s) from ``Summary of all tests``, plus ``max_line`` from the
-    ``Max Write:``/``Max Read:`` lines (printed with ``-v`` only)."""
+_TEST_ID_RE = re.compile(r"^TestID\s*:\s*(?P<id>\d+)", re.M)
+
+
+def parse_ior_text_tests(text: str, source: str = "<IOR output>"
+                         ) -> dict[int, dict[str, dict[str, float]]]:
+    """Every test of IOR's text output, keyed by its ``Test#``: operation →
+    ``max``/``min``/``mean``/``stddev`` (MiB/s) from its rows of ``Summary of
+    all tests``, plus ``max_line`` from the ``Max Write:``/``Max Read:`` lines
+    printed (with ``-v``) in that test's own section (between its ``TestID``
+    line and the next)."""
     errors = [e for e in ior_errors(text) if not e.startswith("WARNING")]
     if errors:
         raise _fail(source, f"IOR run failed: {errors[0]!r}")
@@ -219,8 +281,12 @@ def parse_ior_text(text: str, source: str = "<IOR output>") -> dict[str, dict[st
     if start + 1 >= len(lines) or not lines[start + 1].startswith("Operation"):
         raise _fail(source, "'Summary of all tests' without its header: output truncated")
     header = lines[start + 1].split()
-    want = {"Max(MiB)": "max", "Min(MiB)": "min", "Mean(MiB)": "mean"}
-    result: dict[str, dict[str, float]] = {}
+    missing = [c for c in ("Max(MiB)", "Min(MiB)", "Mean(MiB)", "StdDev") if c not in header]
+    if missing:
+        raise _fail(source, f"line {start + 2}: summary header without {', '.join(missing)}")
+    test_col = header.index("Test#") if "Test#" in header else None
+    want = {"Max(MiB)": "max", "Min(MiB)": "min", "Mean(MiB)": "mean", "StdDev": "stddev"}
+    tests: dict[int, dict[str, dict[str, float]]] = {}
     for number, line in enumerate(lines[start + 2:], start=start + 3):
         tokens = line.split()
         if not tokens or tokens[0] not in OPERATIONS:
@@ -228,15 +294,37 @@ def parse_ior_text(text: str, source: str = "<IOR output>") -> dict[str, dict[st
         if len(tokens) != len(header):
             raise _fail(source, f"line {number}: summary row cut off ({len(tokens)} of "
                                 f"{len(header)} columns)")
-        row: dict[str, float] = {}
-        for col, key in want.items():
-            row[key] = float(tokens[header.index(col)])
-        row["stddev"] = float(tokens[header.index("StdDev")])
-        result[tokens[0]] = row
-    if not result:
+        try:
+            row = {key: float(tokens[header.index(col)]) for col, key in want.items()}
+            test_id = int(tokens[test_col]) if test_col is not None else 0
+        except ValueError:
+            raise _fail(source, f"line {number}: not a number in summary row {line.strip()!r}") \
+                from None
+        ops = tests.setdefault(test_id, {})
+        if tokens[0] in ops:
+            raise _fail(source, f"line {number}: a second {tokens[0]} row for test {test_id}")
+        ops[tokens[0]] = row
+    if not tests:
         raise _fail(source, "'Summary of all tests' without rows: output truncated")
+    # Max Write/Read lines belong to the test whose section (TestID line) precedes them.
+    sections = [(m.start(), int(m.group("id"))) for m in _TEST_ID_RE.finditer(text)]
     for m in _MAX_RE.finditer(text):
+        owner = [tid for pos, tid in sections if pos < m.start()]
+        test_id = owner[-1] if owner else min(tests)
         op = m.group("op").lower()
-        if op in result:
-            result[op]["max_line"] = float(m.group("mib"))
-    return result
+        if test_id in tests and op in tests[test_id]:
+            tests[test_id][op]["max_line"] = float(m.group("mib"))
+    return tests
+
+
+def parse_ior_text(text: str, source: str = "<IOR output>") -> dict[str, dict[str, float]]:
+    """Read IOR's text output of one test: operation → ``max``/``min``/``mean``/
+    ``stddev`` (MiB/s) from ``Summary of all tests``, plus ``max_line`` from the
+    ``Max Write:``/``Max Read:`` lines (printed with ``-v`` only). An output of
+    several tests is refused: read it with :func:`parse_ior_text_tests`."""
+    tests = parse_ior_text_tests(text, source)
+    if len(tests) > 1:
+        raise _fail(source, f"IOR output of {len(tests)} tests (Test# "
+                            f"{', '.join(str(t) for t in tests)}): read it with "
+                            "parse_ior_text_tests, which keeps each test apart")
+    return next(iter(tests.values()))

@@ -21,6 +21,16 @@ which keeps ``Latency (us)`` one name. ``osu_mbw_mr -V`` (vary the window)
 prints a size × window matrix instead; it is read into
 :attr:`OmbResult.matrices`.
 
+Anything printed before the benchmark's title — Intel MPI's ``I_MPI_DEBUG``
+lines (``[0] MPI startup(): ...``), a launcher echoing its command — is kept
+in :attr:`OmbResult.preamble`, not parsed. Inside the table, lines that do
+not start like a row (runtime messages merged from stderr, such as Open MPI's
+``[host:pid] N more processes have sent help message ...``) are kept in
+:attr:`OmbResult.messages`; a line that starts like a row but does not fit
+the header is refused with its line number. Each column keeps the unit its
+header gives (:attr:`OmbResult.units`: ``Overlap(%)`` → ``overlap_pct`` in
+``%``, ``Latency (us)`` → ``us``).
+
 A failed run — a usage message, ``This test requires exactly two processes``,
 a header without rows, a row cut off or a launcher's ``BAD TERMINATION`` —
 raises :class:`~hpcval.errors.ParseError` naming the source. A ``Fail`` in a
@@ -57,9 +67,22 @@ ALIASES = {"latency_us": ("avg_latency_us",), "avg_latency_us": ("latency_us",)}
 
 def normalise_column(header: str) -> str:
     """``Latency (us)`` → ``latency_us``, ``MB/s`` → ``mb_per_s``,
-    ``P50 Tail Lat(us)`` → ``p50_tail_lat_us``."""
-    name = header.strip().lower().replace("/", "_per_")
+    ``P50 Tail Lat(us)`` → ``p50_tail_lat_us``, ``Overlap(%)`` → ``overlap_pct``."""
+    name = header.strip().lower().replace("%", "pct").replace("/", "_per_")
     return re.sub(r"[^a-z0-9]+", "_", name).strip("_")
+
+
+_UNIT_RE = re.compile(r"\((?P<unit>[^()]+)\)\s*$")
+_BARE_UNITS = {"mb/s": "MB/s", "messages/s": "msg/s"}
+
+
+def column_unit(header: str) -> str | None:
+    """The unit a header names: ``Latency (us)`` → ``us``, ``Overlap(%)`` →
+    ``%``, ``MB/s`` → ``MB/s``, ``Messages/s`` → ``msg/s``; None for a header
+    without one (``Size``, ``Validation``)."""
+    if m := _UNIT_RE.search(header.strip()):
+        return m.group("unit").strip()
+    return _BARE_UNITS.get(header.strip().lower())
 
 
 @dataclass
@@ -74,6 +97,12 @@ class OmbResult:
     datatype: str | None = None
     #: ``osu_mbw_mr -V``: name → {size: {window: value}}
     matrices: dict[str, dict[int, dict[int, float]]] = field(default_factory=dict)
+    #: Column → unit named by its header (``overlap_pct`` → ``%``).
+    units: dict[str, str] = field(default_factory=dict)
+    #: Lines before the title (launcher, ``I_MPI_DEBUG`` startup lines).
+    preamble: list[str] = field(default_factory=list)
+    #: Non-row lines inside the output (runtime messages): (line number, text).
+    messages: list[tuple[int, str]] = field(default_factory=list)
 
     def sizes(self) -> list[int]:
         if self.rows:
@@ -136,6 +165,10 @@ def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
         for marker in _FAILURE_MARKERS:
             if marker in line:
                 raise _fail(source, f"OMB run failed: {line.strip()!r}")
+    start = next((i for i, line in enumerate(lines) if _TITLE_RE.match(line.strip())), 0)
+    preamble = [line for line in lines[:start] if line.strip()]
+    messages: list[tuple[int, str]] = []
+    units: dict[str, str] = {}
     title = ""
     pairs: int | None = None
     window: str | None = None
@@ -145,7 +178,7 @@ def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
     matrices: dict[str, dict[int, dict[int, float]]] = {}
     matrix_name: str | None = None
     matrix_windows: list[int] = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines[start:], start=start + 1):
         stripped = line.strip()
         if not stripped:
             continue
@@ -174,11 +207,16 @@ def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
             if parts and normalise_column(parts[0]) in _SIZE_NAMES:
                 names = tuple(["size"] + [normalise_column(p) for p in parts[1:]])
                 columns = names
+                units = {n: u for n, p in zip(names[1:], parts[1:], strict=True)
+                         if (u := column_unit(p))}
                 continue
             # any other comment names the table that follows (vary-window mode)
             matrix_name = normalise_column(stripped.lstrip("#"))
             continue
         if not _ROW_RE.match(line) and not stripped.isdigit():
+            if not stripped[0].isdigit():
+                messages.append((number, stripped))  # a runtime message, not a row
+                continue
             raise _fail(source, f"line {number}: unexpected text {stripped[:60]!r}")
         tokens = stripped.split()
         if matrix_windows and matrix_name in matrices and columns is None:
@@ -211,7 +249,8 @@ def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
         raise _fail(source, f"{title}: header but no measured rows — the run failed or was "
                             "cut off before its first message size")
     return OmbResult(title=title, columns=columns or ("size",), rows=rows, pairs=pairs,
-                     window=window, datatype=datatype, matrices=matrices)
+                     window=window, datatype=datatype, matrices=matrices, units=units,
+                     preamble=preamble, messages=messages)
 
 
 def check_complete(result: OmbResult, max_size: int, source: str = "<OMB output>") -> OmbResult:

@@ -34,6 +34,7 @@ from hpcval import references as refs
 from hpcval import topology
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
+from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
 from hpcval.rfm import outcome
 from hpcval.rfm.site import (
@@ -131,6 +132,14 @@ def _attribute(test: Any, name: str) -> Any:
         # what ReFrame left unknown, hpcval's detected topology may know
         return value if value is not None else getattr(test.topology(), attr, None)
     return getattr(test, name)
+
+
+def last_level_cache_bytes(processor: Any) -> int | None:
+    """Size of the largest cache in a ReFrame processor description (its
+    ``topology``), or None when the topology has not been detected; a check
+    should rather ask :meth:`HpcvalTest.topology`, which also knows this host."""
+    return topology.of_processor({"num_cpus": 1, "topology": getattr(processor, "topology",
+                                                                      None)}).llc_bytes
 
 
 class _EnvironMpirun(JobLauncher):
@@ -613,13 +622,16 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     # -- programs and launch commands -----------------------------------------
 
     def find_program(self, name: str, dirs_var: str | None = None,
-                     package: str | None = None) -> str:
+                     package: str | None = None, mpi: bool = True) -> str:
         """Path of program *name* for this programming environment
         (:func:`locate_program`: its Spack build of *package*, default
-        ``spack_package``, first); skips the test with a reason where absent."""
+        ``spack_package``, first); skips the test with a reason where absent.
+        An MPI program (*mpi*) takes ``$<dirs_var>`` only in the environment
+        it was built for; a program without MPI (*mpi* false, e.g. STREAM)
+        runs from ``$<dirs_var>`` in any environment."""
         env = self.current_environ
         path, where = locate_program(name, spack_prefix=self.spack_prefix(package),
-                                     dirs_var=dirs_var, environ=env.name,
+                                     dirs_var=dirs_var, environ=env.name if mpi else None,
                                      environ_dirs=environ_path_dirs(env.env_vars))
         hint = f", or set {dirs_var} to its directory" if dirs_var else ""
         self.skip_if(path is None,
@@ -627,6 +639,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                      f"{package or self.spack_package or name} in the site's Spack "
                      f"environment) and put it on PATH{hint}")
         return str(path)
+
+    def skip_other_mpi(self, program: str) -> None:
+        """Skip where *program* was linked against another MPI than the
+        programming environment's (:func:`hpcval.mpi_abi.mpi_mismatch`), rather
+        than launch it and fail at its first MPI call."""
+        mismatch = mpi_mismatch(program, self.current_environ.features)
+        self.skip_if(mismatch is not None,
+                     f"{mismatch} (environment {self.current_environ.name})")
 
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the

@@ -102,6 +102,12 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
         results = self.results()
         return {f.name: [float(r[f.column]) for r in results] for f in self.figures}
 
+    def every_run_valid(self, key: str = "valid") -> object:
+        """Sanity: every run's result says ``<key>=1``; the samples are stored."""
+        self.figure_samples()
+        return sn.all([sn.assert_eq(r[key], 1, msg=f"run {i + 1}: {key}={{0}}, expected {{1}}")
+                       for i, r in enumerate(self.results())])
+
 
 class CfdioFilesBase(CfdioBase):
     """A cfdio run that writes files: to a per-test directory on the partition's
@@ -193,8 +199,7 @@ class CfdioTriadBase(CfdioBase):
 
     @sanity_function
     def validate(self) -> bool:
-        self.figure_samples()
-        return sn.all([sn.assert_eq(r["valid"], 1) for r in self.results()])
+        return self.every_run_valid()
 
 
 class CfdioStencilBase(CfdioBase):
@@ -226,8 +231,7 @@ class CfdioStencilBase(CfdioBase):
 
     @sanity_function
     def validate(self) -> bool:
-        self.figure_samples()
-        return sn.all([sn.assert_eq(r["valid"], 1) for r in self.results()])
+        return self.every_run_valid()
 
 
 class CfdioReadBase(CfdioFilesBase):
@@ -257,6 +261,4 @@ class CfdioReadBase(CfdioFilesBase):
 
     @sanity_function
     def validate(self) -> bool:
-        self.figure_samples()
-        return sn.all([*(sn.assert_eq(r["verified"], 1) for r in self.results()),
-                       self.no_leftovers()])
+        return sn.all([self.every_run_valid("verified"), self.no_leftovers()])

@@ -39,17 +39,13 @@ Figure of merit (the rules and why; docs/checks.md repeats them for users):
   ``dt`` over the sum of their times).
 """
 
+
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import shutil
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any
 
 from hpcval.errors import ParseError
 
@@ -267,7 +263,7 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
         if m := _MAIN_RE.search(line):
             seen_wrf = True
             domain = int(m.group("domain"))
-            dt = float(m.group("dt")) if m.group("dt") else None
+            dt = _number(m.group("dt"), line_no, source) if m.group("dt") else None
             log.steps.append(WrfStep(
                 model_time=m.group("time"), domain=domain,
                 seconds=_number(m.group("secs"), line_no, source), line=line_no, dt=dt,
@@ -356,6 +352,11 @@ class WrfFigures:
     first_step: float
     #: Wall time of all steps of the domain.
     total_seconds: float
+    #: Wall time of each steady step (s): the samples of the step time.
+    step_times: tuple[float, ...] = ()
+    #: Model seconds per wall-clock second of each steady step (those the timer
+    #: shows as 0 s left out): the samples of the speed.
+    step_speeds: tuple[float, ...] = ()
 
 
 def figures(log: WrfLog, domain: int = 1, time_step: float | None = None) -> WrfFigures:
@@ -384,7 +385,8 @@ def figures(log: WrfLog, domain: int = 1, time_step: float | None = None) -> Wrf
     wall = sum(times)
     if wall <= 0:
         raise ParseError(f"{log.source}: steady steps took 0 s in total: timer resolution?")
-    model = sum(s.dt if s.dt is not None else time_step for s in steady)
+    model_steps = [s.dt if s.dt is not None else time_step for s in steady]
+    model = sum(model_steps)
     return WrfFigures(
         time_step=time_step,
         steps_total=len(steps),
@@ -398,353 +400,7 @@ def figures(log: WrfLog, domain: int = 1, time_step: float | None = None) -> Wrf
         mean_output_step=statistics.fmean(s.seconds for s in output) if output else None,
         first_step=steps[0].seconds,
         total_seconds=sum(s.seconds for s in steps),
+        step_times=tuple(times),
+        # a step the timer shows as 0 s has no finite speed: left out
+        step_speeds=tuple(m / t for m, t in zip(model_steps, times, strict=True) if t > 0),
     )
-
-
-# --- namelist.input -------------------------------------------------------------------------
-
-_NML_ENTRY_RE = r"^(?P<lead>\s*{key}\s*=\s*)(?P<value>[^\n!/]*?)(?P<tail>\s*(?:!.*)?)$"
-
-
-def _fortran_value(value: object) -> str:
-    if isinstance(value, bool):
-        return ".true." if value else ".false."
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_fortran_value(v) for v in value) + ","
-    if isinstance(value, str) and not value.startswith("'"):
-        return f"'{value}'"
-    return f"{value}"
-
-
-def namelist_value(text: str, key: str) -> str:
-    """The first value of ``key`` in a namelist.input (as written: ``72``,
-    ``.true.``, ``'wrfout'``); :class:`ParseError` if the key is absent."""
-    m = re.search(_NML_ENTRY_RE.format(key=re.escape(key)), text, re.MULTILINE | re.IGNORECASE)
-    if not m:
-        raise ParseError(f"namelist.input has no entry {key!r}")
-    return m.group("value").split(",")[0].strip()
-
-
-def edit_namelist(text: str, changes: dict[str, object], group: str | None = None) -> str:
-    """``namelist.input`` with the entries in ``changes`` replaced.
-
-    A number or bool sets the first domain's value and keeps the others (so
-    ``history_interval=5`` keeps the nests' intervals); a list sets all domains.
-    An entry that is not in the file is added to ``group`` (``time_control``,
-    ``domains``...) if given, else it is an error: a misspelt key must not be
-    ignored silently, as WRF itself would stop on it.
-    """
-    for key, value in changes.items():
-        pattern = re.compile(_NML_ENTRY_RE.format(key=re.escape(key)),
-                             re.MULTILINE | re.IGNORECASE)
-        m = pattern.search(text)
-        if m:
-            old = [v.strip() for v in m.group("value").split(",")]
-            if isinstance(value, (list, tuple)):
-                new = _fortran_value(value)
-            else:
-                rest = [v for v in old[1:] if v]
-                new = ", ".join([_fortran_value(value), *rest]) + ","
-            text = text[:m.start("value")] + new + text[m.end("value"):]
-            continue
-        if group is None:
-            raise ParseError(f"namelist.input has no entry {key!r} to change")
-        gm = re.search(rf"^\s*&{re.escape(group)}\s*$", text, re.MULTILINE | re.IGNORECASE)
-        if not gm:
-            raise ParseError(f"namelist.input has no group &{group} to add {key!r} to")
-        line = f" {key:<36}= {_fortran_value(value).rstrip(',')},\n"
-        text = text[:gm.end() + 1] + line + text[gm.end() + 1:]
-    return text
-
-
-def run_seconds(text: str) -> int:
-    """Length of the run a namelist.input asks for (``run_days`` ... ``run_seconds``)."""
-    total = 0
-    for key, factor in (("run_days", 86400), ("run_hours", 3600), ("run_minutes", 60),
-                        ("run_seconds", 1)):
-        try:
-            total += int(float(namelist_value(text, key))) * factor
-        except ParseError:
-            continue
-    if total <= 0:
-        raise ParseError("namelist.input sets no positive run_days/hours/minutes/seconds "
-                         "(a run to end_* dates is not supported here)")
-    return total
-
-
-def model_step(text: str) -> float:
-    """The outer domain's time step in seconds: ``time_step`` plus
-    ``time_step_fract_num / time_step_fract_den``."""
-    step = float(namelist_value(text, "time_step"))
-    try:
-        num = float(namelist_value(text, "time_step_fract_num"))
-        den = float(namelist_value(text, "time_step_fract_den")) or 1.0
-        step += num / den
-    except ParseError:
-        pass
-    if step <= 0:
-        raise ParseError(f"namelist.input time_step {step} is not positive")
-    return step
-
-
-def expected_steps(text: str) -> int:
-    """Number of outer-domain steps a namelist.input makes: run length / time step."""
-    step = model_step(text)
-    steps = run_seconds(text) / step
-    if abs(steps - round(steps)) > 1e-6:
-        raise ParseError(f"run length {run_seconds(text)} s is not a multiple of time_step {step}")
-    return int(round(steps))
-
-
-# --- output verification --------------------------------------------------------------------
-
-#: Prognostic 3-D/2-D fields compared by default: winds, potential temperature
-#: perturbation, geopotential perturbation, dry-air mass perturbation, vapour.
-DEFAULT_FIELDS = ("U", "V", "W", "T", "PH", "MU", "QVAPOR")
-
-
-@dataclass(frozen=True)
-class FieldDifference:
-    """How one field of a run differs from the reference output."""
-
-    name: str
-    #: rms(run - ref) / rms(ref): the judged measure; 0 for identical fields.
-    rms_rel_diff: float
-    #: max |run - ref| / max |ref|: reported, not judged (one grid point of a
-    #: convective cell may differ much after an hour of chaotic growth).
-    max_rel_diff: float
-    max_abs_diff: float
-    ref_scale: float
-
-    def within(self, tolerance: float) -> bool:
-        return self.rms_rel_diff <= tolerance
-
-
-def _times(ds: Any) -> list[str]:
-    """The ``Times`` of a WRF output (``YYYY-MM-DD_hh:mm:ss`` per record)."""
-    if "Times" not in ds.variables:
-        return []
-    return ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in row).strip()
-            for row in ds.variables["Times"][:].tolist()]
-
-
-def compare_output(run_file: str, reference_file: str, fields: tuple[str, ...] = DEFAULT_FIELDS,
-                   time_index: int = -1) -> list[FieldDifference]:
-    """Field-by-field difference of one time of two WRF netCDF outputs: record
-    ``time_index`` of the run, and the reference's record of the same model time
-    (``Times``; an error if the reference has no such time).
-
-    The judged measure is the root-mean-square difference divided by the
-    root-mean-square of the reference field: a relative difference that stays
-    finite where a field crosses zero (winds) and is not dominated by one grid
-    point; the largest pointwise difference is reported beside it. Raises :class:`ParseError`
-    when a file cannot be read, a field is missing or the shapes differ.
-    Needs the ``netCDF4`` package (``pip install hpcval[wrf]``).
-    """
-    try:
-        import netCDF4
-        import numpy as np
-    except ImportError as err:
-        raise ParseError(
-            f"output verification needs netCDF4 (pip install netCDF4): {err}") from None
-    result: list[FieldDifference] = []
-    try:
-        run_ds = netCDF4.Dataset(run_file)
-    except OSError as err:
-        raise ParseError(f"cannot read WRF output {run_file}: {err}") from None
-    try:
-        try:
-            ref_ds = netCDF4.Dataset(reference_file)
-        except OSError as err:
-            raise ParseError(f"cannot read reference output {reference_file}: {err}") from None
-        try:
-            ref_index = time_index
-            run_times, ref_times = _times(run_ds), _times(ref_ds)
-            if run_times and ref_times:
-                when = run_times[time_index]
-                if when not in ref_times:
-                    raise ParseError(
-                        f"{reference_file} has no output for {when} (it holds "
-                        f"{', '.join(ref_times)}): not a reference for this run")
-                ref_index = ref_times.index(when)
-            for name in fields:
-                for path, ds in ((run_file, run_ds), (reference_file, ref_ds)):
-                    if name not in ds.variables:
-                        raise ParseError(f"{path}: no field {name!r}")
-                run_var = np.asarray(run_ds.variables[name][time_index], dtype="f8")
-                ref_var = np.asarray(ref_ds.variables[name][ref_index], dtype="f8")
-                if run_var.shape != ref_var.shape:
-                    raise ParseError(
-                        f"field {name}: shape {run_var.shape} in {run_file} but "
-                        f"{ref_var.shape} in {reference_file}"
-                    )
-                if not np.all(np.isfinite(run_var)):
-                    raise ParseError(f"{run_file}: field {name} holds NaN or Inf")
-                delta = run_var - ref_var
-                diff = float(np.max(np.abs(delta))) if delta.size else 0.0
-                scale = float(np.max(np.abs(ref_var))) if ref_var.size else 0.0
-                rms_diff = float(np.sqrt(np.mean(delta**2))) if delta.size else 0.0
-                rms_ref = float(np.sqrt(np.mean(ref_var**2))) if ref_var.size else 0.0
-                result.append(FieldDifference(
-                    name, _ratio(rms_diff, rms_ref), _ratio(diff, scale), diff, scale))
-        finally:
-            ref_ds.close()
-    finally:
-        run_ds.close()
-    return result
-
-
-def _ratio(diff: float, scale: float) -> float:
-    if scale > 0:
-        return diff / scale
-    return 0.0 if diff == 0 else float("inf")
-
-
-def check_output(differences: list[FieldDifference], tolerance: float,
-                 run_file: str = "run", reference_file: str = "reference") -> None:
-    """:class:`ParseError` naming every field whose relative difference exceeds ``tolerance``."""
-    bad = [d for d in differences if not d.within(tolerance)]
-    if bad:
-        detail = "; ".join(
-            f"{d.name}: rms rel diff {d.rms_rel_diff:.3g} (max rel {d.max_rel_diff:.3g}, "
-            f"max abs {d.max_abs_diff:.3g}, field max {d.ref_scale:.3g})" for d in bad)
-        raise ParseError(
-            f"{run_file} differs from {reference_file} beyond the tolerance {tolerance:g}: {detail}"
-        )
-
-
-# --- locating an installation and its inputs ---------------------------------------------------
-
-#: Environment variable naming a WRF directory (a case directory such as
-#: ``WRF/test/em_quarter_ss`` holding ``wrf.exe``, or the top of a WRF tree).
-WRF_DIR_VARIABLE = "HPCVAL_WRF_DIR"
-
-_MPI_SONAME_RE = re.compile(rb"(libmpi(?:_mpifh|_usempif08|fort)?\.so\.\d+)")
-
-
-def find_case_dir(case: str, wrf_dir: str | None = None, path: str | None = None) -> Path | None:
-    """The directory to run an idealized ``case`` from: it holds ``wrf.exe``,
-    ``ideal.exe`` (links are fine) and the case's inputs (``namelist.input``,
-    ``input_sounding``...).
-
-    Looked for, in order: ``wrf_dir`` (or ``$HPCVAL_WRF_DIR``) itself or its
-    ``test/<case>``; then ``wrf.exe`` on ``PATH`` (``path``) and the
-    ``test/<case>`` of the tree it belongs to (``<tree>/main/wrf.exe``, as a
-    Spack ``wrf`` installation lays it out). None when there is no such directory.
-    """
-    candidates: list[Path] = []
-    root = wrf_dir if wrf_dir is not None else os.environ.get(WRF_DIR_VARIABLE)
-    if root:
-        candidates += [Path(root), Path(root) / "test" / case]
-    exe = shutil.which("wrf.exe", path=path)
-    if exe:
-        tree = Path(exe).resolve().parent.parent
-        candidates += [tree / "test" / case, Path(exe).parent]
-    for cand in candidates:
-        if (cand / "wrf.exe").exists() and (cand / "ideal.exe").exists() \
-                and (cand / "namelist.input").exists():
-            return cand
-    return None
-
-
-def find_run_dir(wrf_dir: str | None = None, path: str | None = None) -> Path | None:
-    """WRF's ``run`` directory for real-data cases: ``wrf.exe`` plus the physics
-    tables (``LANDUSE.TBL``, ``RRTMG_*_DATA``...) a run links in.
-
-    Looked for in ``wrf_dir`` (or ``$HPCVAL_WRF_DIR``) itself or its ``run/``,
-    then beside ``wrf.exe`` on ``PATH`` and in ``<tree>/run`` of the tree it
-    belongs to. None when there is none.
-    """
-    candidates: list[Path] = []
-    root = wrf_dir if wrf_dir is not None else os.environ.get(WRF_DIR_VARIABLE)
-    if root:
-        candidates += [Path(root), Path(root) / "run"]
-    exe = shutil.which("wrf.exe", path=path)
-    if exe:
-        candidates += [Path(exe).parent, Path(exe).resolve().parent.parent / "run"]
-    for cand in candidates:
-        if (cand / "wrf.exe").exists() and (cand / "LANDUSE.TBL").exists():
-            return cand
-    return None
-
-
-def linked_mpi_libraries(binary: str | Path) -> set[str]:
-    """MPI shared libraries a binary was linked against (``libmpi.so.40`` for
-    Open MPI, ``libmpi.so.12`` for the MPICH ABI shared by MPICH and Intel
-    MPI), read from its dynamic string table; empty for a static binary."""
-    data = Path(binary).read_bytes()
-    return {m.decode() for m in _MPI_SONAME_RE.findall(data)}
-
-
-#: MPI ABI (C library soname) of an environment's MPI stack, by feature.
-MPI_ABI_BY_FEATURE = {"openmpi": "libmpi.so.40", "impi": "libmpi.so.12", "mpich": "libmpi.so.12"}
-
-
-def mpi_mismatch(binary: str | Path, features: list[str] | set[str]) -> str | None:
-    """Why ``binary`` cannot run with an environment of these ``features``, or
-    None when it can (or when it cannot be told: no known ABI feature, static binary)."""
-    wanted = {MPI_ABI_BY_FEATURE[f] for f in features if f in MPI_ABI_BY_FEATURE}
-    linked = {lib for lib in linked_mpi_libraries(binary) if lib.startswith("libmpi.so.")}
-    if not wanted or not linked or wanted & linked:
-        return None
-    return (f"{binary} is linked against {', '.join(sorted(linked))}, this environment's MPI "
-            f"provides {', '.join(sorted(wanted))}")
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-#: Manifest a data package writes into its prefix: ``<sha256>  <relative path>``
-#: per file, computed at install time from the tarball whose published sha256
-#: Spack has verified.
-MANIFEST = "hpcval-sha256.txt"
-
-
-def read_manifest(data_dir: str | Path) -> dict[str, str]:
-    """``{relative path: sha256}`` from a data directory's manifest."""
-    path = Path(data_dir) / MANIFEST
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as err:
-        raise ParseError(
-            f"{path}: cannot read the input manifest ({err.strerror}); reinstall the data "
-            "package so that its inputs can be verified"
-        ) from None
-    manifest: dict[str, str] = {}
-    for n, line in enumerate(lines, start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)
-        if len(parts) != 2 or not re.fullmatch(r"[0-9a-f]{64}", parts[0]):
-            raise ParseError(f"{path}:{n}: not '<sha256>  <file>': {line!r}")
-        manifest[parts[1].strip()] = parts[0]
-    if not manifest:
-        raise ParseError(f"{path}: the input manifest lists no file")
-    return manifest
-
-
-def verify_inputs(data_dir: str | Path, names: list[str] | None = None) -> dict[str, str]:
-    """Check the data directory's files against its manifest (all of them, or
-    ``names``); :class:`ParseError` naming each missing or corrupt file."""
-    data_dir = Path(data_dir)
-    manifest = read_manifest(data_dir)
-    problems: list[str] = []
-    for name in names if names is not None else sorted(manifest):
-        if name not in manifest:
-            problems.append(f"{name}: not in the manifest")
-            continue
-        path = data_dir / name
-        if not path.is_file():
-            problems.append(f"{name}: missing")
-            continue
-        got = sha256_file(path)
-        if got != manifest[name]:
-            problems.append(f"{name}: sha256 {got} != {manifest[name]} (corrupt or truncated)")
-    if problems:
-        raise ParseError(f"inputs in {data_dir} fail verification: " + "; ".join(problems))
-    return manifest
