@@ -25,6 +25,7 @@ def test_lab_job_script(tmp_path: Path) -> None:
         pytest.skip("the lab's site config selects no Intel MPI environment here")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (script,) = list(tmp_path.rglob("rfm_job.sh"))
+    assert "#SBATCH --no-requeue" in script.read_text()
     launches = [ln for ln in script.read_text().splitlines() if "fake-imb" in ln]
     assert len(launches) == 2  # samples = 2
     for line in launches:

@@ -61,4 +61,7 @@ def test_killed_rank_ends_job_and_is_named(lab_store: Path) -> None:
     assert "time limit" not in reason.lower(), reason
     assert "exit code 137 (128+9: killed by SIGKILL)" in reason or "SIGKILL" in reason, reason
     assert "rank 1" in reason, reason
-    assert "--kill-on-bad-exit=1" in (Path(tc["outputdir"]) / "rfm_job.sh").read_text()
+    # a failed case keeps its stage directory, where the job script is
+    scripts = [Path(d) / "rfm_job.sh" for d in (tc["stagedir"], tc["outputdir"]) if d]
+    script = next(p for p in scripts if p.exists())
+    assert "--kill-on-bad-exit=1" in script.read_text()

@@ -377,6 +377,11 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             options = [check_script_option(o, where) for o in launcher.options]
         except UnsafeConfigValue as err:
             raise ConfigFailure(str(err)) from None
+        sched = type(self.job.scheduler).__name__
+        if ("Slurm" in sched or "Squeue" in sched) and "--no-requeue" not in self.job.options:
+            # a node failure must end the job and be named (NODE_FAIL), not
+            # requeue it out of sight, pending until nodes come back
+            self.job.options.append("--no-requeue")
         if type(launcher).__name__ in ("SrunLauncher", "SrunAllocationLauncher") and not any(
                 o.startswith(("--kill-on-bad-exit", "-K")) for o in options):
             # Slurm's default lets the other tasks run on after one dies
