@@ -51,7 +51,7 @@ def text(result: Mapping[str, Any]) -> str:
     lines.append("")
     if verdict["culprits"]:
         lines.append("Named:")
-        lines += [f"  {c['kind']} {c['name']}: {c['evidence']}" for c in verdict["culprits"]]
+        lines += [f"  {c['kind']:<6} {c['evidence']}" for c in verdict["culprits"]]
     elif verdict["judged"]:
         lines.append("Named: none (no node, link or switch off its partition)")
     lines += [f"Partition: {p}" for p in verdict["partition"]]
