@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from scipy.stats import median_abs_deviation
+from scipy.stats import mannwhitneyu, median_abs_deviation
 
 from hpcval.vet.schedule import Pair
 
@@ -41,6 +41,14 @@ class FigureSpec:
     better: str  # "higher" or "lower"
     #: smallest relative deviation (worse side) that names a node
     min_effect: float
+    #: how samples make the figure: "median", or "best" for a capacity that
+    #: interference only ever lowers (STREAM reports its best repetition too)
+    summary: str = "median"
+
+    def of(self, samples: Sequence[float]) -> float:
+        if self.summary == "best":
+            return float(max(samples) if self.better == "higher" else min(samples))
+        return median(samples)
 
     def worse(self, value: float, center: float) -> float:
         """Relative deviation towards 'worse' (0.3 = 30 % worse than center)."""
@@ -54,11 +62,17 @@ class FigureSpec:
 PAIR_BW = FigureSpec("pingpong_bw_1MiB", "PingPong 1 MiB", "MB/s", "higher", 0.15)
 FIGURES: dict[str, FigureSpec] = {f.name: f for f in (
     PAIR_BW,
-    FigureSpec("triad_bw", "triad", "MB/s", "higher", 0.25),
-    FigureSpec("shm_pingpong_bw_1MiB", "shared-memory PingPong 1 MiB", "MB/s", "higher", 0.30),
+    FigureSpec("triad_bw", "triad", "MB/s", "higher", 0.25, "best"),
+    FigureSpec("shm_pingpong_bw_1MiB", "shared-memory PingPong 1 MiB", "MB/s", "higher", 0.30,
+               "best"),
     FigureSpec("shm_pingpong_lat_8B", "shared-memory PingPong 8 B", "us", "lower", 1.0),
     FigureSpec("cpu_mhz", "CPU frequency", "MHz", "higher", 0.10),
 )}
+
+
+#: Recorded and shown, never judged: shared-memory latency on nodes whose cores are
+#: shared (the lab) is the scheduler's time slice, not the node (docs/vet.md).
+INFORMATIONAL = {"shm_pingpong_lat_8B"}
 
 
 @dataclass
@@ -70,6 +84,8 @@ class JudgeSettings:
     #: the robust scale is at least this fraction of the median (a population
     #: measured to 0.1 % would otherwise call every 1 % an outlier)
     scale_floor: float = 0.02
+    #: family-wise error rate of the rank test (Bonferroni over the population)
+    alpha: float = 0.01
     #: per-figure override of FigureSpec.min_effect
     min_effect: dict[str, float] = field(default_factory=dict)
 
@@ -87,6 +103,8 @@ class Deviation:
     z: float  # robust z, towards worse (positive = worse)
     low: bool
     samples: int = 0
+    #: Bonferroni-uncorrected p of the rank test, where it was needed
+    p: float | None = None
 
     def percent(self) -> str:
         return f"{-self.worse_by * 100:+.0f} %"
@@ -160,8 +178,24 @@ def robust_center_scale(values: Sequence[float], floor: float,
 
 def deviations(values: Mapping[str, float], spec: FigureSpec, settings: JudgeSettings,
                center: float | None = None, scale: float | None = None,
-               counts: Mapping[str, int] | None = None) -> dict[str, Deviation]:
-    """Each value next to the population's median (or a given center/scale)."""
+               counts: Mapping[str, int] | None = None,
+               samples: Mapping[str, Sequence[float]] | None = None,
+               pool: Sequence[float] | None = None,
+               both: bool = False,
+               others_of: Callable[[str], list[float]] | None = None,
+               ) -> dict[str, Deviation]:
+    """Each value next to the population's median (or a given center/scale).
+
+    Off = worse than ``min_effect`` *and* statistically off: robust z beyond
+    ``settings.z``, or, where samples are given, a one-sided Mann-Whitney test of
+    the key's samples against the others' (or ``pool``) significant at
+    ``settings.alpha`` after a Bonferroni correction over all keys. The rank test
+    catches a clear loss in a noisy population, where ten medians estimate the
+    spread too loosely for z alone; the effect size keeps it from naming noise.
+    With ``both``, z *and* the rank test must agree (per-node figures: a node
+    whose samples scatter as widely as everyone's is not named for one low
+    summary).
+    """
     if center is None or scale is None:
         center, scale = robust_center_scale(list(values.values()), settings.scale_floor,
                                             spec.better)
@@ -169,8 +203,24 @@ def deviations(values: Mapping[str, float], spec: FigureSpec, settings: JudgeSet
     for key, v in values.items():
         worse = spec.worse(v, center)
         z = worse * abs(center) / scale
-        low = z > settings.z and worse > settings.effect(spec)
-        out[key] = Deviation(v, center, worse, z, low, (counts or {}).get(key, 0))
+        big = worse > settings.effect(spec)
+        low = z > settings.z and big
+        p = None
+        if big and (both or not low) and samples is not None and len(samples.get(key, ())) >= 3:
+            if others_of is not None:
+                others = others_of(key)
+            elif pool is not None:
+                others = list(pool)
+            else:
+                others = [x for k, s in samples.items() if k != key for x in s]
+            if len(others) >= 3:
+                alt = "less" if spec.better == "higher" else "greater"
+                p = float(mannwhitneyu(samples[key], others, alternative=alt).pvalue)
+                significant = p * len(values) < settings.alpha
+                low = (low and significant) if both else significant
+        elif both:
+            low = False
+        out[key] = Deviation(v, center, worse, z, low, (counts or {}).get(key, 0), p)
     return out
 
 
@@ -179,9 +229,10 @@ def _fmt(v: float) -> str:
 
 
 def judge_node_figure(samples: Mapping[str, Sequence[float]], spec: FigureSpec,
-                      settings: JudgeSettings, verdict: Verdict) -> None:
-    """A per-node figure (triad, shared-memory PingPong, CPU frequency)."""
-    values = {n: median(s) for n, s in samples.items() if s}
+                      settings: JudgeSettings, verdict: Verdict, judged: bool = True) -> None:
+    """A per-node figure (triad, shared-memory PingPong, CPU frequency); with
+    ``judged`` False only shown next to the population, never named."""
+    values = {n: spec.of(s) for n, s in samples.items() if s}
     missing = [n for n in verdict.nodes if n not in values]
     for n in missing:
         verdict.notes.append(f"{n}: no {spec.label} samples")
@@ -193,15 +244,19 @@ def judge_node_figure(samples: Mapping[str, Sequence[float]], spec: FigureSpec,
             verdict.table.setdefault(n, {})[spec.name] = Deviation(
                 v, v, 0.0, 0.0, False, len(samples[n]))
         return
-    devs = deviations(values, spec, settings, counts={n: len(s) for n, s in samples.items()})
+    devs = deviations(values, spec, settings, counts={n: len(s) for n, s in samples.items()},
+                      samples=samples, both=True)
     for n, d in devs.items():
+        if not judged:
+            d.low = False
         verdict.table.setdefault(n, {})[spec.name] = d
         if d.low:
             verdict.culprits.append(Culprit(
                 "node", n, spec.name,
-                f"{n}: {spec.label} {_fmt(d.value)} {spec.unit} (median of {d.samples} "
+                f"{n}: {spec.label} {_fmt(d.value)} {spec.unit} ({spec.summary} of {d.samples} "
                 f"samples), {abs(d.worse_by) * 100:.0f} % worse than the partition median "
-                f"{_fmt(d.center)} {spec.unit} (robust z {d.z:.1f})", [n]))
+                f"{_fmt(d.center)} {spec.unit} (robust z {d.z:.1f}; its samples below the "
+                f"others', rank test p {d.p:.1g})", [n]))
 
 
 def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
@@ -235,8 +290,18 @@ def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
         used = {n: [p for p in ps if not _explained(p, n, named, bad_sw, topo)] or ps
                 for n, ps in by_node.items()}
         scores = {n: median([values[p] for p in ps]) for n, ps in used.items()}
-        node_devs = deviations(scores, spec, settings, counts={n: len(ps)
-                                                                for n, ps in used.items()})
+        # the rank test of a node: the samples of its pairs against those of the
+        # pairs it is not in (and that no named node or switch explains)
+        node_samples = {n: [x for p in ps for x in samples[p]] for n, ps in used.items()}
+        clean_now = [p for p in values if not (set(p) & named) and not any(
+            _explained(p, e, set(), bad_sw, topo) for e in p)]
+
+        def others_of(n: str, clean_now: list[Pair] = clean_now) -> list[float]:
+            return [x for p in clean_now if n not in p for x in samples[p]]
+
+        node_devs = deviations(scores, spec, settings,
+                               counts={n: len(ps) for n, ps in used.items()},
+                               samples=node_samples, others_of=others_of)
         new_named = {n for n, d in node_devs.items() if d.low}
         # a switch once named stays named (its slow pairs are explained by it, so
         # its nodes may look fine afterwards); nodes are judged afresh each time
@@ -259,9 +324,12 @@ def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
     if len(base) < 3:
         base = list(values.values())
     center, scale = robust_center_scale(base, settings.scale_floor, spec.better)
+    clean_pool = [x for p, s in samples.items() if p in values and clean(p) for x in s]
     pair_devs = deviations({f"{a}|{b}": v for (a, b), v in values.items()}, spec, settings,
                            center=center, scale=scale,
-                           counts={f"{a}|{b}": len(s) for (a, b), s in samples.items()})
+                           counts={f"{a}|{b}": len(s) for (a, b), s in samples.items()},
+                           samples={f"{a}|{b}": s for (a, b), s in samples.items()},
+                           pool=clean_pool if len(clean_pool) >= 3 else None)
     verdict.pairs.update(pair_devs)
 
     switches.sort(key=lambda c: c.name)

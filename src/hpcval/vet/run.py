@@ -17,6 +17,7 @@ from hpcval.vet import campaign, measure, report
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
     FIGURES,
+    INFORMATIONAL,
     PAIR_BW,
     JudgeSettings,
     Verdict,
@@ -112,7 +113,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         "environ": site.env_name, "job_id": job_id, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(wall, 1), "jobs": 1,
-        "steps": camp.steps + len(nodes) * (2 + opts.settings.samples),
+        "steps": camp.steps + len(nodes) * (1 + 2 * opts.settings.samples),
         "rounds": len(camp.rounds), "follow_up_rounds": len(camp.follow_up_rounds),
         "schedule": [[list(p) for p in r] for r in camp.rounds + camp.follow_up_rounds],
         "cpu_seconds_machine": round(_cpu_busy() - cpu0, 1),
@@ -141,7 +142,8 @@ def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeS
                 references: dict[str, tuple[float, str]]) -> None:
     for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz"):
         if samples.figures.get(fig):
-            judge_node_figure(samples.figures[fig], FIGURES[fig], settings, verdict)
+            judge_node_figure(samples.figures[fig], FIGURES[fig], settings, verdict,
+                              judged=fig not in INFORMATIONAL)
     judge_audit(samples.audit, settings, verdict)
     judge_references(verdict, FIGURES, references)
     # one culprit entry per node and figure
@@ -152,6 +154,20 @@ def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeS
             seen.add(key)
             unique.append(c)
     verdict.culprits = unique
+
+
+def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None,
+                   references: dict[str, tuple[float, str]] | None = None) -> Verdict:
+    """Judge a stored vetting (``vet.json``) again from its samples alone."""
+    settings = settings or JudgeSettings()
+    nodes = result["verdict"]["nodes"]
+    samples = {tuple(k.split("|")): v for k, v in result["pair_samples"].items()}
+    verdict = campaign.network_verdict(nodes, samples, settings,  # type: ignore[arg-type]
+                                       result.get("topology") or None)
+    judge_nodes(verdict, measure.NodeSamples(figures=result["node_samples"],
+                                             audit=result.get("audit", {})),
+                settings, references or {})
+    return verdict
 
 
 def vet(site: VetSite, nodes_expr: str | None, opts: Options, progress: Progress,
