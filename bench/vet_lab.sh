@@ -4,6 +4,9 @@
 #   bench/vet_lab.sh detect FABRIC SLOW_PROFILE RUNS [NODES]   e.g.  detect 1g 100m 5 6
 #       NODES-node lab (default 6) at FABRIC, lab-n3's link at SLOW_PROFILE ("none": all
 #       healthy); RUNS vettings; one line per run: exit code, named nodes, wall time.
+#   bench/vet_lab.sh gate
+#       6-node lab at 1g, lab-n3 at 100m: vet --drain, gate lab-n3 (still slow: no),
+#       lab-n3 back at 1g, gate lab-n3 again (yes: resumed).
 #   bench/vet_lab.sh scaling [FABRIC]                            (default 1g)
 #       2, 4, 6 and 8 nodes, one vetting each: rounds, jobs, srun steps, wall time, CPU.
 #
@@ -59,6 +62,20 @@ detect)
     header
     i=0
     while [ "$i" -lt "$runs" ]; do vet_once; i=$((i + 1)); done
+    ;;
+gate)
+    $HPCVAL lab down >/dev/null 2>&1 || true
+    $HPCVAL lab up --nodes 6 --fabric 1g --no-file-server >/dev/null
+    $HPCVAL lab fabric 100m --node lab-n3 >/dev/null
+    echo "# gate, $(date -u +%FT%TZ)"
+    rc=0; $HPCVAL vet --site lab --quiet --drain | grep -E "^  |drained" || rc=$?
+    sinfo -h -N -o '%N %T %E' | grep lab-n3
+    for link in 100m 1g; do
+        $HPCVAL lab fabric "$link" --node lab-n3 >/dev/null
+        rc=0; $HPCVAL vet --site lab --quiet --gate lab-n3 > /tmp/vet-gate.$$ 2>&1 || rc=$?
+        grep -E "^  |^gate|error" /tmp/vet-gate.$$; rm -f /tmp/vet-gate.$$
+        echo "lab-n3 link $link: gate exit $rc; now: $(sinfo -h -N -o '%N %T %E' | grep lab-n3)"
+    done
     ;;
 scaling)
     fabric=${2:-1g}

@@ -193,5 +193,16 @@ def create_reservation(name: str, nodes: Sequence[str], minutes: int, user: str)
                                f"{proc.stderr.strip()} (exit 3)")
 
 
-def delete_reservation(name: str) -> None:
-    _run([_require("scontrol"), "delete", f"reservationname={name}"])
+def delete_reservation(name: str, timeout: float = 30.0) -> None:
+    """Delete reservation ``name``; retried while the cancelled job still completes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = _run([_require("scontrol"), "delete", f"reservationname={name}"])
+        if proc.returncode == 0 or "not found" in proc.stderr.lower() or (
+                "invalid" in proc.stderr.lower()):
+            return
+        if time.monotonic() > deadline:
+            raise EnvironmentFault(f"could not delete reservation {name}: "
+                                   f"{proc.stderr.strip()} (delete it with 'scontrol delete "
+                                   f"reservationname={name}'); exit 3")
+        time.sleep(1)
