@@ -290,18 +290,27 @@ def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
         used = {n: [p for p in ps if not _explained(p, n, named, bad_sw, topo)] or ps
                 for n, ps in by_node.items()}
         scores = {n: median([values[p] for p in ps]) for n, ps in used.items()}
-        # the rank test of a node: the samples of its pairs against those of the
-        # pairs it is not in (and that no named node or switch explains)
-        node_samples = {n: [x for p in ps for x in samples[p]] for n, ps in used.items()}
         clean_now = [p for p in values if not (set(p) & named) and not any(
             _explained(p, e, set(), bad_sw, topo) for e in p)]
+        # the yardstick of a score: at least the spread a median of k pairs has
+        # when pairs scatter as the clean pairs do (samples of one pair share
+        # their minute of load, so the pairs, not the samples, are the units)
+        center, scale = robust_center_scale(list(scores.values()), settings.scale_floor,
+                                            spec.better)
+        if len(clean_now) >= 3:
+            _, pair_scale = robust_center_scale([values[p] for p in clean_now],
+                                                settings.scale_floor, spec.better)
+            k = median([len(ps) for ps in used.values()])
+            scale = max(scale, 1.253 * pair_scale / math.sqrt(k))
+        # the rank test of a node: its pairs against the pairs it is not in
+        node_pairs = {n: [values[p] for p in ps] for n, ps in used.items()}
 
         def others_of(n: str, clean_now: list[Pair] = clean_now) -> list[float]:
-            return [x for p in clean_now if n not in p for x in samples[p]]
+            return [values[p] for p in clean_now if n not in p]
 
-        node_devs = deviations(scores, spec, settings,
+        node_devs = deviations(scores, spec, settings, center=center, scale=scale,
                                counts={n: len(ps) for n, ps in used.items()},
-                               samples=node_samples, others_of=others_of)
+                               samples=node_pairs, others_of=others_of)
         new_named = {n for n, d in node_devs.items() if d.low}
         # a switch once named stays named (its slow pairs are explained by it, so
         # its nodes may look fine afterwards); nodes are judged afresh each time
