@@ -236,8 +236,9 @@ def gate(site: VetSite, node: str, opts: Options, progress: Progress,
                          f"(nodes: {', '.join(members)}); exit 2")
     info = vslurm.nodes_info(members)
     was = info[node]
+    # idle nodes, or nodes whose last job is still completing (right after a vetting)
     peers = [n for n in members if n != node and not _unusable(info.get(n))
-             and info[n].state.startswith("IDLE")][:peers_wanted]
+             and info[n].state.split("+")[0] in ("IDLE", "COMPLETING")][:peers_wanted]
     vet_id = new_id()
     workdir = store_dir(site, vet_id)
     held = "DRAIN" in was.state
