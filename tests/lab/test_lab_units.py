@@ -133,3 +133,18 @@ def test_file_server_layout_config_and_mountinfo(tmp_path: Path) -> None:
     )
     assert parse_fuse_mounts(mountinfo, tmp_path) == [f"{tmp_path}/shared"]
     assert parse_fuse_mounts("garbage line\n", tmp_path) == []
+
+
+def test_one_node_profile_and_unknown_node(tmp_path: Path) -> None:
+    assert PROFILES["70m"].rate_bps == 70_000_000
+    assert PROFILES["100m"].rate_bps == 100_000_000
+    layout = LabLayout(nodes_count=3, state_dir=tmp_path, controller_host="ctl")
+    with pytest.raises(LabError, match="no lab node 'lab-n9' \\(nodes: lab-n1, lab-n2, lab-n3\\)"):
+        from hpcval.lab.fabric import apply_profile
+        apply_profile(layout, "100m", node="lab-n9")
+
+
+def test_state_keeps_per_node_profiles(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    LabState(nodes=6, fabric="1g", node_fabric={"lab-n3": "100m"}, ready=True).save(path)
+    assert cluster.node_fabrics(tmp_path) == {"lab-n3": "100m"}

@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fab = sub.add_parser("fabric", help="switch the links of a running lab to a profile")
     fab.add_argument("profile", nargs="?", choices=list(PROFILES),
                      help="profile to apply; without it, list profiles and the current one")
+    fab.add_argument("--node", metavar="NODE",
+                     help="shape only this compute node's link (e.g. lab-n3: one slow NIC); "
+                     "the other links keep their profile")
     fab.set_defaults(func=_fabric)
 
 
@@ -79,7 +82,8 @@ def _status(args: argparse.Namespace) -> int:
     if not st.up and not st.nodes:
         print(f"lab: down (no state file {st.state_file})")
         return 1
-    print(f"lab: {'up' if st.up else 'NOT READY'}, fabric '{st.fabric}'")
+    shaped = "".join(f", {n} '{p}'" for n, p in st.node_fabric.items())
+    print(f"lab: {'up' if st.up else 'NOT READY'}, fabric '{st.fabric}'{shaped}")
     for key, text in st.daemons.items():
         print(f"  {key:<18} {text}")
     print(f"  {'node':<8} {'address':<14} {'slurm':<10} {'rx MB':>10} {'tx MB':>10}  qdisc")
@@ -101,10 +105,14 @@ def _status(args: argparse.Namespace) -> int:
 def _fabric(args: argparse.Namespace) -> int:
     if args.profile is None:
         current = cluster.current_fabric()
+        overrides = cluster.node_fabrics()
         for prof in PROFILES.values():
             mark = "*" if prof.name == current else " "
-            print(f"{mark} {prof.name:<9} {prof.description}")
+            nodes = [n for n, p in overrides.items() if p == prof.name]
+            extra = f"  ({', '.join(nodes)})" if nodes else ""
+            print(f"{mark} {prof.name:<9} {prof.description}{extra}")
         return 0
-    prof = cluster.set_fabric(args.profile)
-    print(f"lab: fabric is now '{prof.name}' ({prof.description})")
+    prof = cluster.set_fabric(args.profile, node=args.node)
+    where = f"{args.node}'s link" if args.node else "fabric"
+    print(f"lab: {where} is now '{prof.name}' ({prof.description})")
     return 0

@@ -262,6 +262,8 @@ class LabStatus:
     nodes: list[NodeStatus] = field(default_factory=list)
     daemons: dict[str, str] = field(default_factory=dict)
     fabric: str = ""
+    #: nodes whose own link has another profile than ``fabric``
+    node_fabric: dict[str, str] = field(default_factory=dict)
     state_file: str = ""
     fileserver: fileserver.FileServerStatus | None = None
     problems: list[str] = field(default_factory=list)
@@ -274,7 +276,7 @@ def status(state_dir: Path | None = None) -> LabStatus:
         return LabStatus(up=False, state_file=str(state_dir / "state.json"))
     layout = layout_from_state(state, state_dir)
     result = LabStatus(up=state.ready, fabric=state.fabric,
-                       state_file=str(layout.state_file))
+                       node_fabric=dict(state.node_fabric), state_file=str(layout.state_file))
     for key, info in sorted(state.daemons.items()):
         pid, exe = int(info["pid"]), str(info["exe"])
         running = pid_alive(pid) and pid_executable(pid) == exe
@@ -307,16 +309,23 @@ def status(state_dir: Path | None = None) -> LabStatus:
     return result
 
 
-def set_fabric(profile: str, state_dir: Path | None = None) -> fabric_mod.FabricProfile:
-    """Switch a running lab to fabric ``profile``."""
+def set_fabric(profile: str, state_dir: Path | None = None,
+               node: str | None = None) -> fabric_mod.FabricProfile:
+    """Switch a running lab to fabric ``profile``: every link, or only ``node``'s."""
     require_root("fabric")
     state_dir = state_dir or default_state_dir()
     state = LabState.load(state_dir / "state.json")
     if state is None or not state.ready:
         raise LabError("no lab is up (run 'hpcval lab up --nodes N' first)")
     layout = layout_from_state(state, state_dir)
-    prof = fabric_mod.apply_profile(layout, profile)
-    state.fabric = prof.name
+    prof = fabric_mod.apply_profile(layout, profile, node=node)
+    if node is None:
+        state.fabric = prof.name
+        state.node_fabric = {}
+    elif prof.name == state.fabric:
+        state.node_fabric.pop(node, None)
+    else:
+        state.node_fabric[node] = prof.name
     state.save(layout.state_file)
     return prof
 
@@ -325,3 +334,9 @@ def current_fabric(state_dir: Path | None = None) -> str | None:
     """The fabric profile of the running lab, or None if no lab is up."""
     state = LabState.load((state_dir or default_state_dir()) / "state.json")
     return state.fabric if state is not None and state.ready else None
+
+
+def node_fabrics(state_dir: Path | None = None) -> dict[str, str]:
+    """Nodes of the running lab whose link has its own profile (``fabric --node``)."""
+    state = LabState.load((state_dir or default_state_dir()) / "state.json")
+    return dict(state.node_fabric) if state is not None and state.ready else {}

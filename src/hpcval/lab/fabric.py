@@ -45,6 +45,8 @@ PROFILES: dict[str, FabricProfile] = {
         FabricProfile("10g", 10_000_000_000, "10 Gbit/s per node link, each direction"),
         FabricProfile("1g", 1_000_000_000, "1 Gbit/s per node link (1 GbE), each direction"),
         FabricProfile("100m", 100_000_000, "100 Mbit/s per node link, each direction"),
+        FabricProfile("70m", 70_000_000,
+                      "70 Mbit/s per node link, each direction (30 % below 100m)"),
     )
 }
 
@@ -68,12 +70,19 @@ def get_profile(name: str) -> FabricProfile:
     )
 
 
-def apply_profile(layout: LabLayout, name: str) -> FabricProfile:
+def apply_profile(layout: LabLayout, name: str, node: str | None = None) -> FabricProfile:
     """Shape (or unshape) every node link of ``layout`` to profile ``name`` (the
-    file server's too: at ``1g`` it serves all nodes through one 1 Gbit/s link)."""
+    file server's too: at ``1g`` it serves all nodes through one 1 Gbit/s link),
+    or only the link of compute node ``node`` (e.g. ``lab-n3``: one slow NIC)."""
     profile = get_profile(name)
-    for node in layout.shaped_nodes:
-        for dev, netns in ((NODE_IFACE, node.netns), (node.host_veth, None)):
+    targets = layout.shaped_nodes
+    if node is not None:
+        targets = [n for n in layout.nodes if n.name == node]
+        if not targets:
+            raise LabError(f"no lab node '{node}' (nodes: "
+                           f"{', '.join(n.name for n in layout.nodes)})")
+    for target in targets:
+        for dev, netns in ((NODE_IFACE, target.netns), (target.host_veth, None)):
             if profile.rate_bps is None:
                 # deleting a qdisc that is not there fails; that is the goal state
                 run(["tc", "qdisc", "del", "dev", dev, "root"], netns=netns, check=False)

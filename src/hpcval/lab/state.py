@@ -13,6 +13,8 @@ class LabState:
     service: bool = False
     subnet: str = ""
     fabric: str = "unshaped"
+    #: compute node -> profile of its own link where it differs from ``fabric``
+    node_fabric: dict[str, str] = field(default_factory=dict)
     #: daemon name -> {"pid": int, "exe": str}
     daemons: dict[str, dict[str, object]] = field(default_factory=dict)
     netns: list[str] = field(default_factory=list)

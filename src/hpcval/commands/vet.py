@@ -1,0 +1,78 @@
+"""``hpcval vet``: find the node or link that is off, and gate nodes before they return."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hpcval.errors import InputError
+from hpcval.vet import report, sitecfg
+from hpcval.vet.judge import JudgeSettings
+from hpcval.vet.measure import Settings
+from hpcval.vet.run import Options, gate, vet
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "vet", help="vet every node and link of a partition; name the culprits (exit 1)",
+        description="Measure every node of a Slurm partition at once (triad, shared-memory "
+        "PingPong, tuning audit, CPU frequency) and every node pair in rounds of disjoint "
+        "pairs (IMB PingPong), inside one allocation; judge each node against its own "
+        "partition (median and MAD) and the site's references; name slow nodes, links and "
+        "switches with their evidence. Results: var/<site>/vet/<id>/ (vet.json, vet.html, "
+        "vet.txt). Exit 0: nothing named; 1: a node, link or switch named (or --gate says "
+        "no); 2: wrong input; 3: Slurm or the results store failed.")
+    p.add_argument("--site", required=True, help="site name (site-configs/<site>/)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--partition", help="Slurm (or ReFrame) partition; default: the "
+                       "site's first Slurm partition")
+    which.add_argument("--nodes", help="only these nodes of the partition (Slurm host list, "
+                       "e.g. lab-n[1-4])")
+    p.add_argument("--gate", metavar="NODE", help="measure NODE against healthy peers before "
+                   "it returns to service: exit 0 (yes, a drained NODE is resumed) or 1 (no, "
+                   "NODE is drained with the evidence)")
+    p.add_argument("--drain", action="store_true", help="drain every named node, with a reason "
+                   "naming hpcval and the evidence")
+    p.add_argument("--environ", default="impi", help="the site's MPI environment (default impi)")
+    p.add_argument("--samples", type=int, default=5, help="samples per figure (default 5)")
+    p.add_argument("--max-rounds", type=int, default=7,
+                   help="rounds of disjoint pairs (default 7: every node meets 7 peers; all "
+                   "pairs of up to 8 nodes)")
+    p.add_argument("--follow-up", type=int, default=2,
+                   help="rounds re-measuring suspect pairs with fresh peers (default 2)")
+    p.add_argument("--peers", type=int, default=5, help="--gate: healthy peers (default 5)")
+    p.add_argument("--min-effect", type=float, default=None,
+                   help="smallest relative loss of pair bandwidth that names a node or link "
+                   "(default 0.15)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_vet)
+
+
+def _vet(args: argparse.Namespace) -> int:
+    if args.samples < 3:
+        raise InputError("--samples: at least 3 (a median of fewer says little); exit 2")
+    site = sitecfg.load(args.site, args.partition, args.environ)
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"vet: {msg}", file=sys.stderr, flush=True)
+
+    judging = JudgeSettings()
+    if args.min_effect is not None:
+        judging.min_effect["pingpong_bw_1MiB"] = args.min_effect
+    opts = Options(settings=Settings(samples=args.samples), judging=judging,
+                   max_rounds=args.max_rounds, follow_up_rounds=args.follow_up)
+    if args.gate:
+        ok, result, paths = gate(site, args.gate, opts, progress, peers_wanted=args.peers)
+        print(report.text(result), end="")
+        print(f"gate {args.gate}: {'YES' if ok else 'NO'}"
+              + ("" if ok else f" (drained: {', '.join(result.get('drained', []))})"))
+        print(f"results: {paths['text'].parent}")
+        return 0 if ok else 1
+    result, paths = vet(site, args.nodes, opts, progress, drain=args.drain)
+    print(report.text(result), end="")
+    if result.get("drained"):
+        print(f"drained: {', '.join(result['drained'])}")
+    print(f"results: {paths['json']}  {paths['html']}")
+    named = result["verdict"]["culprits"]
+    return 1 if named else 0

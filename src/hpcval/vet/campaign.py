@@ -1,0 +1,77 @@
+"""One vetting of the network: planned rounds, judging, follow-up, judging again.
+
+The same code drives the lab (``measure`` runs srun steps) and the simulation
+(``measure`` draws samples), so the figures in docs/vet.md are those of the
+code that runs on a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hpcval.vet.judge import PAIR_BW, JudgeSettings, Verdict, judge_pairs
+from hpcval.vet.schedule import Pair, follow_up, pair, plan
+
+#: measure(round_index, pairs) -> samples per pair (a pair that failed: absent)
+Measure = Callable[[int, list[Pair]], Mapping[Pair, Sequence[float]]]
+
+
+@dataclass
+class Campaign:
+    rounds: list[list[Pair]] = field(default_factory=list)
+    follow_up_rounds: list[list[Pair]] = field(default_factory=list)
+    samples: dict[Pair, list[float]] = field(default_factory=dict)
+    #: first measurement of pairs measured again in the follow-up
+    first: dict[Pair, list[float]] = field(default_factory=dict)
+    failed: list[Pair] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return sum(len(r) for r in self.rounds + self.follow_up_rounds)
+
+
+def network_verdict(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
+                    settings: JudgeSettings, topology: Mapping[str, str] | None) -> Verdict:
+    verdict = Verdict(nodes=list(nodes))
+    judge_pairs(nodes, samples, PAIR_BW, settings, verdict, topology)
+    return verdict
+
+
+def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
+        max_rounds: int | None = None, topology: Mapping[str, str] | None = None,
+        follow_up_rounds: int = 2) -> tuple[Campaign, Verdict]:
+    """Measure the planned rounds, judge, re-measure what is suspect, judge again."""
+    camp = Campaign(rounds=plan(nodes, max_rounds))
+    for i, rnd in enumerate(camp.rounds):
+        got = measure(i, rnd)
+        for p in rnd:
+            if got.get(p):
+                camp.samples[p] = list(got[p])
+            else:
+                camp.failed.append(p)
+    verdict = network_verdict(nodes, camp.samples, settings, topology)
+    if follow_up_rounds <= 0 or not verdict.judged:
+        return camp, verdict
+    links = [tuple(c.name.split("<->")) for c in verdict.culprits if c.kind == "link"]
+    suspects = [pair(a, b) for a, b in links]
+    named = set(verdict.named_nodes)
+    # a named switch is the verdict for its nodes: pairing them again adds nothing
+    in_switch = {n for c in verdict.culprits if c.kind == "switch" for n in c.nodes}
+    healthy = [n for n in nodes if n not in named and n not in in_switch
+               and not any(n in p for p in suspects)]
+    camp.follow_up_rounds = follow_up(suspects, sorted(named - in_switch), healthy,
+                                      set(camp.samples), max_rounds=follow_up_rounds)
+    if not camp.follow_up_rounds:
+        return camp, verdict
+    for i, rnd in enumerate(camp.follow_up_rounds, start=len(camp.rounds)):
+        got = measure(i, rnd)
+        for p in rnd:
+            if got.get(p):
+                if p in camp.samples:
+                    # a re-measured pair: the new samples stand, the first stay as evidence
+                    camp.first[p] = camp.samples[p]
+                camp.samples[p] = list(got[p])
+            elif p not in camp.samples:
+                camp.failed.append(p)
+    return camp, network_verdict(nodes, camp.samples, settings, topology)
