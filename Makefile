@@ -8,9 +8,11 @@ BIN    := $(VENV)/bin
 
 # Debian packages the lab (Slurm in network namespaces, sshfs file server) needs, and what the
 # Spack environments `local` and `lab` declare as externals (environments/local/spack.yaml: gcc,
-# g++, gfortran, Open MPI, make; the `local` site also runs Debian's MPICH); as root only.
+# g++, gfortran, Open MPI, make, autotools, pkgconf; the `local` site also runs Debian's MPICH);
+# as root only.
 SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
-	gcc g++ gfortran make openmpi-bin libopenmpi-dev mpich libmpich-dev
+	gcc g++ gfortran make autoconf automake libtool libtool-bin m4 pkgconf \
+	openmpi-bin libopenmpi-dev mpich libmpich-dev
 
 .PHONY: setup system-deps lock validate test lint clean
 

@@ -409,6 +409,11 @@ EXTERNAL_PROGRAMS: dict[str, tuple[str, ...]] = {
     "intel-oneapi-mpi": ("mpicc", "mpirun"),
     "slurm": ("srun", "sbatch"),
     "gmake": ("make",),
+    "autoconf": ("autoconf", "autoreconf"),
+    "automake": ("automake", "aclocal"),
+    "libtool": ("libtoolize", "libtool"),
+    "m4": ("m4",),
+    "pkgconf": ("pkgconf",),
 }
 
 
@@ -552,7 +557,7 @@ for name, mirror in spack.mirrors.mirror.MirrorCollection(source=True).items():
     else:
         remote.append(f"{name} {url}")
 cache = spack.util.path.canonicalize_path(spack.config.get("config:source_cache"))
-sources, seen = [], set()
+sources, seen, fetched = [], set(), set()
 for spec in env.all_specs():
     if spec.external or spec.dag_hash() in seen:
         continue
@@ -569,9 +574,15 @@ for spec in env.all_specs():
         url = getattr(fetcher, "url", None)
         if url is None:
             continue  # nothing to fetch (bundle packages, runtimes)
+        key = (url, getattr(fetcher, "digest", None))
+        if key in fetched:
+            continue  # the same archive for another spec (e.g. one build per MPI)
+        fetched.add(key)
         paths = list(stage.mirror_layout) if stage.mirror_layout else []
         found = [os.path.join(root, p) for root in [*local, cache] for p in paths
                  if os.path.exists(os.path.join(root, p))]
+        if url.startswith("file://") and os.path.exists(spack.util.url.local_file_path(url)):
+            found.append(url)  # on this machine already (hpcval's own checkout)
         sources.append({"spec": spec.format("{name}@{version}"), "url": url,
                         "sha256": getattr(fetcher, "digest", None)
                         or getattr(fetcher, "commit", None),
