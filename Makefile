@@ -6,10 +6,15 @@ VENV   ?= .venv
 SITE   ?= local
 BIN    := $(VENV)/bin
 
-# Debian packages the lab (Slurm in network namespaces, sshfs file server) needs; as root only.
-SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server
+# Debian packages the lab (Slurm in network namespaces, sshfs file server) needs, and what the
+# Spack environments `local` and `lab` declare as externals (environments/local/spack.yaml: gcc,
+# g++, gfortran, Open MPI, make, autotools, pkgconf; the `local` site also runs Debian's MPICH);
+# as root only.
+SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
+	gcc g++ gfortran make autoconf automake libtool libtool-bin m4 pkgconf \
+	openmpi-bin libopenmpi-dev mpich libmpich-dev
 
-.PHONY: setup system-deps validate test lint clean
+.PHONY: setup system-deps lock validate test lint clean
 
 setup: $(VENV)/.hpcval-installed
 
@@ -24,6 +29,11 @@ system-deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "system-deps: needs root (apt-get)"; exit 1; fi
 	dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); }
+
+# Concretize every Spack environment (one at a time, minutes each) and rewrite its spack.lock;
+# ENV=<name> for one. Needs Spack (docs/spack.md).
+lock: setup
+	$(BIN)/hpcval spack lock $(if $(ENV),--env $(ENV))
 
 validate: setup
 	$(BIN)/hpcval validate --site $(SITE)

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import HpcvalError
+from hpcval.errors import EnvironmentFault, HpcvalError, InputError
 from hpcval.paths import project_root
 
 #: Why Spack-backed tests and environments are absent on a machine without Spack.
@@ -199,7 +199,7 @@ def write_venv_externals(prefix: str | Path, root: str | Path | None = None) -> 
 #: the feature a programming environment offering it gets (checks select on these,
 #: e.g. ``valid_prog_environs = ["+mpi +imb"]``).
 BENCHMARK_PACKAGES = {"intel-mpi-benchmarks": "imb", "osu-micro-benchmarks": "omb",
-                      "ior": "ior", "hpcval-cfdio": "cfdio"}
+                      "ior": "ior", "hpcval-cfdio": "cfdio", "stream": "stream", "hpcg": "hpcg"}
 
 
 def installed_prefixes(env_dir: str | Path, names: tuple[str, ...] = tuple(BENCHMARK_PACKAGES),
@@ -229,3 +229,472 @@ def mpi_node(nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
         if "mpi" in edge.get("parameters", {}).get("virtuals", []):
             return by_hash.get(edge.get("hash"))
     return None
+
+
+def environment_package_prefix(env_dir: str | Path, name: str) -> Path | None:
+    """Install prefix of the package *name* (e.g. the data package ``wrf-conus-12km-v4``,
+    or ``wrf``) as the Spack environment *env_dir* installed it, or ``None`` where Spack is
+    missing or the environment has not installed it. Where several specs of the
+    environment have that name (one per MPI stack), the first in ``spack find`` order."""
+    found = installed_prefixes(env_dir, (name,))
+    return found[0][1] if found else None
+
+
+# --- The environments as files: manifest, includes, declared target, lock -----------------
+
+#: What ``hpcval spack lock`` and the tests expect of every environment.
+ENVIRONMENTS_DIR = "environments"
+
+
+def environment_names(root: str | Path | None = None) -> list[str]:
+    """Names of the environments of the checkout (directories holding a spack.yaml)."""
+    envs = Path(root or project_root()) / ENVIRONMENTS_DIR
+    return sorted(p.parent.name for p in envs.glob("*/spack.yaml"))
+
+
+def resolve_environment(name_or_dir: str | Path, root: str | Path | None = None) -> Path:
+    """``environments/<name>`` of the checkout, or a directory holding a spack.yaml;
+    raises :class:`InputError` naming the environments there are."""
+    candidate = Path(name_or_dir)
+    if (candidate / "spack.yaml").is_file():
+        return candidate.resolve()
+    envs = Path(root or project_root()) / ENVIRONMENTS_DIR
+    if "/" not in str(name_or_dir) and (envs / str(name_or_dir) / "spack.yaml").is_file():
+        return envs / str(name_or_dir)
+    known = ", ".join(environment_names(root)) or "none"
+    raise InputError(f"--env {name_or_dir}: no such Spack environment (no spack.yaml); "
+                     f"known: {known}")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise InputError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping at the top")
+    return data
+
+
+def manifest_files(env_dir: str | Path) -> list[Path]:
+    """spack.yaml of *env_dir* and the files it includes (relative to it), in order;
+    an include that does not exist is listed too (Spack stops on it)."""
+    env_dir = Path(env_dir)
+    manifest = env_dir / "spack.yaml"
+    includes = (_read_yaml(manifest).get("spack") or {}).get("include") or []
+    files = [manifest]
+    for entry in includes:
+        path = entry if isinstance(entry, str) else (entry or {}).get("path", "")
+        if path:
+            files.append((env_dir / path) if not Path(path).is_absolute() else Path(path))
+    return files
+
+
+def packages_config(env_dir: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """The ``packages:`` configuration of the environment: spack.yaml over its included
+    files (a package's keys from spack.yaml win, lists of externals are joined), and one
+    problem line per include that is missing."""
+    files = manifest_files(env_dir)
+    problems = []
+    merged: dict[str, dict[str, Any]] = {}
+    # lowest precedence first: the includes in reverse order, then spack.yaml
+    for path in [*reversed(files[1:]), files[0]]:
+        if not path.is_file():
+            hint = (" (run make setup, or hpcval spack externals)"
+                    if path.name == VENV_MPI_INCLUDE else "")
+            problems.append(f"{path}: included by {files[0]} but missing{hint}")
+            continue
+        data = _read_yaml(path)
+        section = data.get("spack", data) if path == files[0] else data
+        for name, entry in ((section or {}).get("packages") or {}).items():
+            into = merged.setdefault(name, {})
+            for key, value in (entry or {}).items():
+                if key == "externals":
+                    into["externals"] = [*value, *into.get("externals", [])]
+                else:
+                    into[key] = value
+    return merged, problems
+
+
+def declared_target(env_dir: str | Path) -> str:
+    """The target every node of the environment is built for: the ``target=...``
+    requirement of ``packages: all: require:``; :class:`InputError` where there is none."""
+    packages, _ = packages_config(env_dir)
+    require = (packages.get("all") or {}).get("require") or []
+    for entry in [require] if isinstance(require, str) else require:
+        text = entry if isinstance(entry, str) else (entry or {}).get("spec", "")
+        for word in str(text).split():
+            if word.startswith("target="):
+                return word.split("=", 1)[1]
+    raise InputError(f"{Path(env_dir) / 'spack.yaml'}: packages:all:require: no target=...; "
+                     "declare the system's microarchitecture (e.g. `- target=cascadelake`)")
+
+
+def read_lock(env_dir: str | Path) -> dict[str, Any]:
+    """The environment's spack.lock (JSON)."""
+    path = Path(env_dir) / "spack.lock"
+    if not path.is_file():
+        raise InputError(f"{path}: missing: run `hpcval spack lock --env {Path(env_dir).name}`")
+    try:
+        return dict(json.loads(path.read_text()))
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not valid JSON ({err}): run `hpcval spack lock "
+                         f"--env {Path(env_dir).name}`") from None
+
+
+def node_target(node: dict[str, Any]) -> str:
+    """The microarchitecture of a lock node."""
+    target = node.get("arch", {}).get("target", "")
+    return str(target.get("name", "") if isinstance(target, dict) else target)
+
+
+def lock_roots(lock: dict[str, Any]) -> list[dict[str, Any]]:
+    """Concrete root nodes of a lock, in the order of its roots."""
+    specs = lock["concrete_specs"]
+    return [specs[r["hash"]] for r in lock["roots"]]
+
+
+def root_mpi_pairs(lock: dict[str, Any]) -> set[tuple[str, str]]:
+    """(root package, MPI package) for every root of a lock that links an MPI."""
+    specs = lock["concrete_specs"]
+    pairs = set()
+    for node in lock_roots(lock):
+        for dep in node.get("dependencies", []):
+            if "mpi" in dep.get("parameters", {}).get("virtuals", []):
+                pairs.add((node["name"], specs[dep["hash"]]["name"]))
+    return pairs
+
+
+def wrong_targets(lock: dict[str, Any], target: str) -> list[str]:
+    """``name@version target=...`` of every node of a lock not built for *target*."""
+    return sorted({f"{n['name']}@{n['version']} target={node_target(n)}"
+                   for n in lock["concrete_specs"].values() if node_target(n) != target})
+
+
+# --- hpcval spack doctor: what an install assumes, checked before it starts -------------
+
+#: MPI providers: what their compiler wrapper says about itself (probe arguments, the words
+#: its output must contain). Debian's /usr/bin/mpicc belongs to whichever MPI the
+#: alternatives system chose, so a prefix of /usr must be checked for *which* MPI it holds.
+MPI_PROBES: dict[str, tuple[list[str], str]] = {
+    "openmpi": (["--showme:version"], "Open MPI"),
+    "mpich": (["-v"], "MPICH"),
+    "mvapich": (["-v"], "MVAPICH"),
+    "mvapich2": (["-v"], "MVAPICH"),
+    "intel-oneapi-mpi": (["-v"], "Intel(R) MPI"),
+}
+
+#: Library directories an external's prefix may keep its libraries in.
+LIB_DIRS = ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/release", "lib64/slurm")
+
+#: Libraries an external must hold, per package (glob patterns, any one suffices).
+EXTERNAL_LIBS: dict[str, tuple[str, ...]] = {
+    "openmpi": ("libmpi.so*",),
+    "mpich": ("libmpi.so*", "libmpich.so*"),
+    "mvapich": ("libmpi.so*", "libmpich.so*"),
+    "intel-oneapi-mpi": ("libmpi.so*",),
+    "slurm": ("libslurm.so*",),
+    "rdma-core": ("libibverbs.so*",),
+    "ucx": ("libucp.so*",),
+    "libfabric": ("libfabric.so*",),
+}
+
+#: Programs an external must hold, per package (in its bin/).
+EXTERNAL_PROGRAMS: dict[str, tuple[str, ...]] = {
+    "openmpi": ("mpicc", "mpirun"),
+    "mpich": ("mpicc", "mpiexec"),
+    "mvapich": ("mpicc",),
+    "intel-oneapi-mpi": ("mpicc", "mpirun"),
+    "slurm": ("srun", "sbatch"),
+    "gmake": ("make",),
+    "autoconf": ("autoconf", "autoreconf"),
+    "automake": ("automake", "aclocal"),
+    "libtool": ("libtoolize", "libtool"),
+    "m4": ("m4",),
+    "pkgconf": ("pkgconf",),
+}
+
+
+def _spec_name_version(spec: str) -> tuple[str, str]:
+    head = spec.split()[0]
+    name, _, version = head.partition("@")
+    return name, version
+
+
+def _component_dir(package: str, prefix: Path, version: str) -> Path:
+    """Where an external keeps bin/ and lib/: its prefix, or for oneAPI packages the
+    component directory ``<prefix>/mpi/<major.minor>`` (``latest`` as a fallback)."""
+    if package.startswith("intel-oneapi-"):
+        short = ".".join(version.split(".")[:2])
+        for candidate in (prefix / "mpi" / short, prefix / "mpi" / version,
+                          prefix / "mpi" / "latest"):
+            if candidate.is_dir():
+                return candidate
+        return prefix / "mpi" / short
+    return prefix
+
+
+def _run_probe(program: Path, args: list[str]) -> str | None:
+    try:
+        proc = subprocess.run([str(program), *args], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout + proc.stderr
+
+
+def check_external(package: str, spec: str, prefix: str | Path, where: str) -> list[str]:
+    """Problems of one declared external: its prefix missing, a program or library it
+    should hold missing, or a program that belongs to another package. One line each,
+    naming *where* it is declared."""
+    prefix = Path(prefix)
+    label = f"{where}: external {spec} (prefix {prefix})"
+    if not prefix.is_dir():
+        return [f"{label}: prefix does not exist: install it there or fix the prefix"]
+    _, version = _spec_name_version(spec)
+    base = _component_dir(package, prefix, version)
+    problems = []
+    for program in EXTERNAL_PROGRAMS.get(package, ()):
+        path = base / "bin" / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            problems.append(f"{label}: no {path}")
+    patterns = EXTERNAL_LIBS.get(package, ())
+    if patterns:
+        dirs = [base / d for d in LIB_DIRS]
+        if package in ("openmpi", "mpich"):  # Debian's per-MPI directories
+            dirs += [prefix / "lib/x86_64-linux-gnu" / package / "lib"]
+        if not any(any(d.glob(p)) for d in dirs if d.is_dir() for p in patterns):
+            problems.append(f"{label}: no {' or '.join(patterns)} in "
+                            f"{', '.join(str(base / d) for d in LIB_DIRS[:3])}")
+    probe = MPI_PROBES.get(package)
+    mpicc = base / "bin" / "mpicc"
+    if probe and mpicc.is_file():
+        output = _run_probe(mpicc, probe[0])
+        if output is None or probe[1] not in output:
+            first = (output or "does not run").strip().splitlines()[:1]
+            problems.append(f"{label}: {mpicc} is not {probe[1]}'s wrapper "
+                            f"({mpicc} {' '.join(probe[0])}: {' '.join(first) or 'no output'})")
+        elif version and ".".join(version.split(".")[:2]) not in output:
+            problems.append(f"{label}: {mpicc} reports another version than {version}: "
+                            f"{output.strip().splitlines()[0]}")
+    if package == "slurm" and (base / "bin" / "srun").is_file() and version:
+        output = _run_probe(base / "bin" / "srun", ["--version"]) or ""
+        if version not in output:
+            problems.append(f"{label}: srun --version says {output.strip() or 'nothing'}, "
+                            f"not {version}")
+    return problems
+
+
+def check_compiler(spec: str, prefix: str | Path, compilers: dict[str, str],
+                   where: str) -> list[str]:
+    """Problems of one declared compiler: every language it claims
+    (``languages:=...``) has an executable, which reports the declared version."""
+    name, version = _spec_name_version(spec)
+    label = f"{where}: compiler {spec} (prefix {prefix})"
+    languages = ["c", "cxx", "fortran"]
+    for word in spec.split():
+        if word.startswith("languages"):
+            listed = word.split("=", 1)[1].strip("'\"").split(",")
+            languages = ["cxx" if lang == "c++" else lang for lang in listed]
+    problems = []
+    for language in languages:
+        path = compilers.get(language)
+        if not path:
+            problems.append(f"{label}: no {language} compiler in extra_attributes:compilers")
+            continue
+        if not (Path(path).is_file() and os.access(path, os.X_OK)):
+            problems.append(f"{label}: {language} compiler {path} does not exist")
+            continue
+        if name == "gcc" and version:
+            output = (_run_probe(Path(path), ["-dumpfullversion"]) or "").strip()
+            if output != version:
+                problems.append(f"{label}: {path} is version {output or '?'}, "
+                                f"not {version}: declare the version it is")
+    return problems
+
+
+def check_declared(env_dir: str | Path) -> list[str]:
+    """Problems of the externals and compilers *env_dir* declares (spack.yaml and its
+    includes): needs no Spack."""
+    env_dir = Path(env_dir)
+    packages, problems = packages_config(env_dir)
+    where = str(env_dir / "spack.yaml")
+    for package, entry in sorted(packages.items()):
+        for external in entry.get("externals") or []:
+            spec = str(external.get("spec", ""))
+            prefix = external.get("prefix")
+            if not prefix:
+                continue  # module-based externals: nothing to look at here
+            compilers = (external.get("extra_attributes") or {}).get("compilers")
+            if compilers:
+                problems += check_compiler(spec, prefix, compilers, where)
+            else:
+                problems += check_external(package, spec, prefix, where)
+    return problems
+
+
+#: Run by ``spack -e <env> python``: every source an install of the environment's
+#: concrete specs would fetch (not installed, not external, not developed from a local
+#: tree), where the mirrors and the source cache would keep it, and whether they do.
+SOURCES_SCRIPT = r'''
+import json
+import os
+
+import spack.config
+import spack.environment as ev
+import spack.mirrors.mirror
+import spack.util.path
+import spack.util.url
+
+env = ev.active_environment()
+local, remote = [], []
+for name, mirror in spack.mirrors.mirror.MirrorCollection(source=True).items():
+    url = mirror.fetch_url
+    if url.startswith("file://"):
+        local.append(spack.util.url.local_file_path(url))
+    else:
+        remote.append(f"{name} {url}")
+cache = spack.util.path.canonicalize_path(spack.config.get("config:source_cache"))
+sources, seen, fetched = [], set(), set()
+for spec in env.all_specs():
+    if spec.external or spec.dag_hash() in seen:
+        continue
+    seen.add(spec.dag_hash())
+    if "dev_path" in spec.variants or spec.installed:
+        continue
+    try:
+        stages = list(spec.package.stage)
+    except Exception as err:  # a package that cannot say what it fetches
+        sources.append({"spec": spec.format("{name}@{version}"), "error": str(err)})
+        continue
+    for stage in stages:
+        fetcher = stage.default_fetcher
+        url = getattr(fetcher, "url", None)
+        if url is None:
+            continue  # nothing to fetch (bundle packages, runtimes)
+        key = (url, getattr(fetcher, "digest", None))
+        if key in fetched:
+            continue  # the same archive for another spec (e.g. one build per MPI)
+        fetched.add(key)
+        paths = list(stage.mirror_layout) if stage.mirror_layout else []
+        found = [os.path.join(root, p) for root in [*local, cache] for p in paths
+                 if os.path.exists(os.path.join(root, p))]
+        if url.startswith("file://") and os.path.exists(spack.util.url.local_file_path(url)):
+            found.append(url)  # on this machine already (hpcval's own checkout)
+        sources.append({"spec": spec.format("{name}@{version}"), "url": url,
+                        "sha256": getattr(fetcher, "digest", None)
+                        or getattr(fetcher, "commit", None),
+                        "kind": type(fetcher).__name__, "paths": paths, "found": found})
+print("HPCVAL-SOURCES " + json.dumps({"local": local, "remote": remote, "cache": cache,
+                                      "sources": sources}))
+'''
+
+
+def mirror_sources(env_dir: str | Path) -> dict[str, Any]:
+    """What the environment's install would fetch and where the configured local
+    mirrors and source cache hold it (runs :data:`SOURCES_SCRIPT` in Spack)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(SOURCES_SCRIPT)
+        script = fh.name
+    try:
+        proc = run_spack(["python", script], env_dir, timeout=1800)
+    finally:
+        os.unlink(script)
+    for line in proc.stdout.splitlines():
+        if line.startswith("HPCVAL-SOURCES "):
+            return dict(json.loads(line.split(" ", 1)[1]))
+    raise EnvironmentFault(f"spack -e {env_dir} python: no source list "
+                           f"({(proc.stderr.strip().splitlines() or ['no output'])[-1]})")
+
+
+def source_problems(report: dict[str, Any]) -> list[str]:
+    """One line per source an offline install would miss: the archive, its URL, its
+    sha256 and where in the mirror it belongs."""
+    problems = []
+    mirrors = ", ".join(report.get("local") or []) or "no local mirror configured"
+    for src in report.get("sources", []):
+        if src.get("error"):
+            problems.append(f"source of {src['spec']}: Spack cannot say what it fetches: "
+                            f"{src['error']}")
+            continue
+        if src.get("found"):
+            continue
+        checksum = (f"sha256 {src['sha256']}" if src.get("kind") == "URLFetchStrategy"
+                    and src.get("sha256") else
+                    f"{src.get('kind')} {src.get('sha256') or 'no checksum or commit'}")
+        where = src["paths"][0] if src.get("paths") else "no mirror path"
+        problems.append(f"missing source: {src['spec']}: {src['url']} ({checksum}); "
+                        f"belongs at <mirror>/{where} ({mirrors})")
+    return problems
+
+
+def doctor(env_dir: str | Path) -> tuple[list[str], list[str]]:
+    """(problems, notes) of an environment before ``spack install``: declared externals
+    and compilers (no Spack needed), the lock naming the declared target, and every
+    source an offline install needs (with Spack)."""
+    env_dir = Path(env_dir)
+    problems = check_declared(env_dir)
+    notes: list[str] = []
+    target = declared_target(env_dir)
+    lock_path = env_dir / "spack.lock"
+    if lock_path.is_file():
+        wrong = wrong_targets(read_lock(env_dir), target)
+        if wrong:
+            problems.append(f"{lock_path}: {len(wrong)} specs not built for target={target} "
+                            f"(e.g. {wrong[0]}): run `hpcval spack lock --env {env_dir.name}`")
+    else:
+        problems.append(f"{lock_path}: missing: run `hpcval spack lock --env {env_dir.name}`")
+    if find_spack() is None:
+        problems.append(f"{NOT_FOUND}: cannot list the sources an install needs")
+        return problems, notes
+    report = mirror_sources(env_dir)
+    problems += source_problems(report)
+    for mirror in report.get("remote") or []:
+        notes.append(f"remote source mirror {mirror}: an offline install cannot use it "
+                     "(docs/spack.md: one local mirror, `mirrors::` in the site scope)")
+    found = sum(1 for s in report["sources"] if s.get("found"))
+    notes.append(f"{found} of {len(report['sources'])} sources to fetch are in "
+                 f"{', '.join(report['local']) or 'no local mirror'} or {report['cache']}")
+    return problems, notes
+
+
+# --- hpcval spack lock: concretize in place, nothing tracked written but the lock -----------
+
+
+def lock_environment(env_dir: str | Path, timeout: float = 3600) -> dict[str, Any]:
+    """``spack concretize -f`` in *env_dir*, writing its spack.lock; fails, restoring the
+    files, where Spack wrote into spack.yaml or an included file (something it had to
+    detect on this host is undeclared) or where a node misses the declared target.
+    Returns the seconds it took, the roots and the target."""
+    import time
+
+    env_dir = Path(env_dir)
+    target = declared_target(env_dir)
+    tracked = {p: p.read_bytes() for p in manifest_files(env_dir) if p.is_file()}
+    if find_spack() is None:
+        raise EnvironmentFault(NOT_FOUND)
+    start = time.monotonic()
+    proc = run_spack(["concretize", "-f"], env_dir, timeout=timeout)
+    seconds = time.monotonic() - start
+    changed = [p for p, data in tracked.items() if not p.is_file() or p.read_bytes() != data]
+    for path in changed:
+        path.write_bytes(tracked[path])
+    if proc.returncode != 0:
+        last = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        raise InputError(f"{env_dir / 'spack.yaml'}: spack concretize failed: "
+                         f"{' / '.join(last[-6:]) or 'no output'}")
+    if changed:
+        raise InputError(f"{changed[0]}: Spack wrote into it while concretizing (restored): "
+                         "declare what it detected on this host (compilers, externals)")
+    lock = read_lock(env_dir)
+    wrong = wrong_targets(lock, target)
+    if wrong:
+        raise InputError(f"{env_dir / 'spack.yaml'}: {len(wrong)} specs not built for "
+                         f"target={target}, e.g. {wrong[0]}: give their requirements "
+                         f"target={target} too")
+    return {"env": env_dir.name, "seconds": seconds, "target": target,
+            "roots": len(lock["roots"]), "specs": len(lock["concrete_specs"])}

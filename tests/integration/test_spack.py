@@ -69,16 +69,36 @@ def test_every_system_has_an_environment() -> None:
         assert "../common/pins.yaml" in text, f"{name}: shares the common pins"
 
 
+def _tracked_state() -> str:
+    """``git status`` of the files an environment is made of (empty when clean)."""
+    proc = subprocess.run(["git", "status", "--porcelain", "--", "environments", "spack-repo",
+                           "proxies"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return proc.stdout if proc.returncode == 0 else f"git status failed: {proc.stderr}"
+
+
 @needs_spack
 @pytest.mark.parametrize("system", ENVIRONMENTS)
-def test_environment_concretizes(system: str, tmp_path: Path) -> None:
+def test_environment_concretizes_for_its_target_without_writing(system: str,
+                                                               tmp_path: Path) -> None:
+    """Concretized in a copy: Spack writes nothing into the manifest or its includes (no
+    compiler or external detected on this host), every node is built for the declared
+    target, and every MPI stack of the matrix has every MPI benchmark built against it."""
+    before = _tracked_state()
     env_dir = _copy_environments(tmp_path) / system
+    files = {p: p.read_bytes() for p in spack.manifest_files(env_dir) if p.is_file()}
     lock = _concretize(env_dir)
-    names = {lock["concrete_specs"][r["hash"]]["name"] for r in lock["roots"]}
-    assert "intel-mpi-benchmarks" in names
-    versions = {lock["concrete_specs"][r["hash"]]["name"]: lock["concrete_specs"][r["hash"]]
-                ["version"] for r in lock["roots"]}
+    assert {p: p.read_bytes() for p in files} == files, "Spack wrote into the environment"
+    assert _tracked_state() == before
+    target = spack.declared_target(env_dir)
+    assert spack.wrong_targets(lock, target) == []
+    versions = {n["name"]: n["version"] for n in spack.lock_roots(lock)}
     assert versions["intel-mpi-benchmarks"] == "2021.7"  # the common pin holds
+    manifest = (env_dir / "spack.yaml").read_text()
+    mpis = next(line for line in manifest.splitlines() if "- mpis:" in line)
+    pairs = spack.root_mpi_pairs(lock)
+    for mpi in mpis.split("[", 1)[1].rstrip("]").split(","):
+        for bench in ("intel-mpi-benchmarks", "osu-micro-benchmarks", "hpcval-cfdio"):
+            assert (bench, mpi.strip().split("@")[0]) in pairs, f"no {bench} ^{mpi.strip()}"
 
 
 @needs_spack
@@ -229,3 +249,16 @@ def test_checks_run_the_spack_built_programs_unchanged(tmp_path: Path) -> None:
         assert case["result"] == "pass"
         assert case["software_spec"] == entry["spec"]
         assert case["executable"] == str(Path(entry["prefix"], "bin", "cfdio"))
+
+
+@needs_spack
+def test_environment_package_prefix_finds_a_non_mpi_package_of_the_environment() -> None:
+    """How a check finds a package that is no MPI program (WRF's data sets, STREAM)."""
+    env_dir = ROOT / "environments" / "local"
+    prefix = spack.environment_package_prefix(env_dir, "stream")
+    if prefix is None:
+        pytest.skip("stream not installed in environments/local "
+                    "(spack -e environments/local install stream)")
+    assert (prefix / "bin" / "stream_c.exe").is_file()
+    assert spack.read_spec_json(prefix)[0]["name"] == "stream"
+    assert spack.environment_package_prefix(env_dir, "wrf-conus-12km-v4") is None  # not in local
