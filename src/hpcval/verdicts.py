@@ -81,10 +81,12 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
 
 
 def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
-    """Run medians of a figure's history, oldest first, this run last."""
+    """Run medians of a figure's accepted history, oldest first, this run last
+    (what the sustained rule was measured on: docs/judging.md)."""
     from statistics import median
 
-    return [median(p.samples) for p in points if p.samples] + [median(current)]
+    kept = [p for p in points if p.accepted and p.case_result == "pass" and p.samples]
+    return [median(p.samples) for p in kept] + [median(current)]
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
