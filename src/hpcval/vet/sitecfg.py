@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hpcval.errors import SiteError
-from hpcval.paths import site_dir, var_dir
-from hpcval.references import parse_reference
+from hpcval.references import load_references, parse_reference
+from hpcval.site import Site
 from hpcval.vet.judge import FIGURES
 
 #: Where the site's references for the vetting figures live: figure -> (check, variable).
@@ -46,18 +44,16 @@ class VetSite:
 
     @property
     def host_expectations(self) -> Path | None:
-        path = self.dir / "host-expectations.yaml"
+        path = Site.from_dir(self.dir).host_expectations
         return path if path.exists() else None
 
     def references(self) -> dict[str, tuple[float, str]]:
         """figure -> (bound, where it comes from), for the figures the site has."""
-        path = self.dir / "references.yaml"
+        path = Site.from_dir(self.dir).references
         if not path.exists():
             return {}
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise SiteError(f"{path}: cannot read references: {err}") from None
+        data = {name: ({"$index": list(e.index), **e.data} if e.index else e.data)
+                for name, e in load_references(path).entries.items()}
         out = {}
         for fig, (check, var) in REFERENCE_SOURCES.items():
             found = _find(data.get(check), var,
@@ -115,8 +111,9 @@ def expand_env(pairs: list[list[str]], base: dict[str, str]) -> dict[str, str]:
 def load(site: str, partition: str | None = None, environ: str = "impi") -> VetSite:
     """The site's partition (by ReFrame or Slurm name; the first with a Slurm
     scheduler if None) and MPI environment ``environ``."""
-    sdir = site_dir(site)
-    cfg = _load_config(sdir / "config.py")
+    found = Site.load(site)
+    sdir = found.dir
+    cfg = _load_config(found.config)
     systems = cfg.get("systems") or []
     parts = [(s, p) for s in systems for p in s.get("partitions", [])
              if p.get("scheduler") in ("slurm", "squeue")]
@@ -145,6 +142,6 @@ def load(site: str, partition: str | None = None, environ: str = "impi") -> VetS
                         "install it with 'make setup' or name another with --environ)")
     env = envs[environ]
     return VetSite(
-        name=site, dir=sdir, var=var_dir(site, sdir.parent.parent), system=system["name"],
+        name=site, dir=sdir, var=found.var, system=system["name"],
         partition=part["name"], slurm_partition=slurm_name(part), env_name=environ,
         env=expand_env(env.get("env_vars", []), dict(os.environ)), cc=env.get("cc") or "mpicc")
