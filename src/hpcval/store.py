@@ -132,6 +132,13 @@ class HistoryPoint:
     samples: list[float]
     band_result: str | None
     case_result: str = "pass"
+    case_fail_phase: str | None = None
+
+    @property
+    def measured(self) -> bool:
+        """The figure is a measurement: its case passed, or failed only its
+        reference band (the performance stage), not before."""
+        return self.case_result == "pass" or self.case_fail_phase == "performance"
 
 
 def _finite(values: Any) -> list[float]:
@@ -317,7 +324,8 @@ class Store:
         """Figures of every stored run, oldest first, of cases whose check passed
         its sanity (a case that failed before producing figures has none)."""
         query = ("SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
-                 "f.better, f.value, f.samples, f.band_result, c.result FROM figures f "
+                 "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase "
+                 "FROM figures f "
                  "JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
                  "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
         args: list[Any] = []
@@ -331,7 +339,8 @@ class Store:
             rows = conn.execute(query + " ORDER BY " + _RUN_ORDER.replace("started", "r.started")
                                 .replace("rowid", "r.rowid"), args).fetchall()
         return [HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
-                             r[7], _finite(json.loads(r[8])), r[9], r[10]) for r in rows]
+                             r[7], _finite(json.loads(r[8])), r[9], r[10], r[11])
+                for r in rows]
 
     def verdicts(self, run_id: str) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
         with self.connect() as conn:

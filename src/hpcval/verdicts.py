@@ -59,8 +59,9 @@ def _verdicts_file(site: Site, run_id: str) -> Path:
 
 def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
     """Samples of the last ``k`` accepted runs of one figure (oldest first):
-    runs not left out of baselines, in which the figure's case passed."""
-    accepted = [p for p in points if p.accepted and p.case_result == "pass" and p.samples]
+    runs not left out of baselines, in which the figure was measured (its case
+    passed, or failed only its reference band)."""
+    accepted = [p for p in points if p.accepted and p.measured and p.samples]
     return [p.samples for p in accepted[-k:]]
 
 
@@ -85,7 +86,7 @@ def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
     (what the sustained rule was measured on: docs/judging.md)."""
     from statistics import median
 
-    kept = [p for p in points if p.accepted and p.case_result == "pass" and p.samples]
+    kept = [p for p in points if p.accepted and p.measured and p.samples]
     return [median(p.samples) for p in kept] + [median(current)]
 
 
@@ -111,8 +112,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         for case in run.cases:
-            if case.result != "pass":
-                continue  # a failed case is judged by its failure, not its figures
+            if case.result != "pass" and case.fail_phase != "performance":
+                continue  # failed before its figures: judged by its failure alone
             for fig in case.figures:
                 if not fig.samples:
                     continue

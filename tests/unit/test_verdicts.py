@@ -25,7 +25,8 @@ def _site(tmp_path: Path) -> Site:
 
 
 def _run(site: Site, rng: np.random.Generator, level: float, n: int = 8,
-         noise: float = 0.03, run_noise: float = 0.03) -> tuple[str, object]:
+         noise: float = 0.03, run_noise: float = 0.03, result: str = "pass",
+         phase: str | None = None) -> tuple[str, object]:
     """A run report with one case and two figures (bandwidth, latency) whose
     samples are drawn around ``level`` times their baseline."""
     run_id = new_run_id()
@@ -38,7 +39,7 @@ def _run(site: Site, rng: np.random.Generator, level: float, n: int = 8,
         "bw_1MiB": {"unit": "MB/s", "better": "higher", "samples": bw},
         "lat_8B": {"unit": "us", "better": "lower", "samples": lat}}))
     tc = {"display_name": "imb_pingpong_check %cache=warm", "system": "s",
-          "partition": "default", "environ": "impi", "result": "pass",
+          "partition": "default", "environ": "impi", "result": result, "fail_phase": phase,
           "outputdir": str(out), "stagedir": None, "unique_name": "x",
           "perfvalues": {"s:default:bw_1MiB": [float(np.median(bw)), 0, None, None, "MB/s",
                                                "pass"],
@@ -118,3 +119,17 @@ def test_record_judges_nothing(tmp_path, record):
     judged = store_and_judge(site, *_run(site, rng, 1.0), record=record)
     assert judged.verdicts == [] and "Recorded" in judged.text
     assert len(Store(site.history_db).runs()) == 1
+
+
+def test_band_failures_are_still_measurements(tmp_path):
+    """A case that fails only its reference band (a site whose floors are not met)
+    still has a history: its figures are judged and build baselines; a case that
+    failed before its figures (sanity) is judged by its failure alone."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(13)
+    for _ in range(5):
+        store_and_judge(site, *_run(site, rng, 1.0, result="fail", phase="performance"))
+    judged = store_and_judge(site, *_run(site, rng, 0.6, result="fail", phase="performance"))
+    assert _outcomes(judged) == {"bw_1MiB": "regressed", "lat_8B": "regressed"}
+    broken = store_and_judge(site, *_run(site, rng, 1.0, result="fail", phase="sanity"))
+    assert broken.verdicts == []
