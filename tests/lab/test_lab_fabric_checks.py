@@ -103,7 +103,7 @@ def test_1g_fails_the_bandwidth_checks_and_compare_reports_it(lab_store: Path) -
     comp = compare_reports(unshaped, shaped, 2048, 4 << 20)
     perf_a = _perf(unshaped)
     by_name = {(s.case.split()[0], s.column): s for s in comp.series}
-    pp = by_name[("imb_pingpong_internode_check", "bandwidth")]
+    pp = by_name[("imb_pingpong_internode_check", "mbytes_per_sec")]
     points = {p.x: p for p in pp.points}
     for var, size in (("bw_1MiB", 1 << 20), ("bw_4MiB", 4 << 20)):
         assert points[size].a == pytest.approx(perf_a["imb_pingpong_internode_check"][var])
