@@ -7,7 +7,9 @@ the last-level caches: ``stream_sized_check`` compiles ``stream.c`` with
 arrays sized from the detected caches; ``stream_check`` runs the installed
 ``stream_c.exe``/``stream_f.exe`` (Spack ``stream``) and fails when its
 arrays are too small for this node. Each skips with the reason where STREAM
-is absent; how STREAM is found and run: :mod:`hpcval.rfm.stream`."""
+is absent. STREAM prints only the best of its iterations, so each runs
+``samples`` times in one job (5 by default): a figure is the median of the
+runs' best rates. How STREAM is found, sized and run: :mod:`hpcval.rfm.stream`."""
 
 import reframe as rfm
 

@@ -271,6 +271,14 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
               file=sys.stderr)
         return Outcome(EXIT_ENVIRONMENT, report, html, rc, run_id)
+    from hpcval.rfm.base import input_failure
+
+    wrong = next((c for c in report.failures if input_failure(c.fail_reason)), None)
+    if wrong is not None:
+        # references or site config found wrong while the run was set up: input, exit 2
+        print(f"hpcval: error: {wrong.display_name}: {(wrong.fail_reason or '').splitlines()[0]}",
+              file=sys.stderr)
+        return Outcome(EXIT_INPUT, report, html, rc, run_id)
     return Outcome(EXIT_FAILED if failed else EXIT_OK, report, html, rc, run_id)
 
 

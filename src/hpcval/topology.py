@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,10 @@ class Topology:
     num_sockets: int | None = None
     llc_bytes: int | None = None
     source: str = "unknown"
+    #: Last-level cache of the whole node: every instance of the highest cache
+    #: level together (e.g. one L3 per socket or per CCX), what STREAM's
+    #: "arrays >= 4x the caches" rule is about.
+    llc_total_bytes: int | None = None
 
     @property
     def known(self) -> bool:
@@ -39,6 +44,24 @@ class Topology:
         if self.llc_bytes:
             parts.append(f"last-level cache {self.llc_bytes // 2**20} MiB")
         return f"{', '.join(parts)} ({self.source})"
+
+
+def _cache_level(cache: dict[str, Any]) -> int:
+    match = re.fullmatch(r"L(\d+)", str(cache.get("type", "")))
+    return int(match.group(1)) if match else 0
+
+
+def total_last_level_cache(caches: list[dict[str, Any]]) -> int | None:
+    """Bytes of last-level cache of a node from ReFrame's ``topology.caches``
+    (read from sysfs by :func:`reframe.utility.cpuinfo.cpuinfo`): every entry
+    of the highest level, its size times its instances (``cpusets``; one where
+    a site config lists none); ``None`` without caches."""
+    sized = [c for c in caches if c.get("size")]
+    if not sized:
+        return None
+    top = max(_cache_level(c) for c in sized)
+    return sum(int(c["size"]) * max(len(c.get("cpusets") or []), 1)
+               for c in sized if _cache_level(c) == top)
 
 
 def of_processor(info: dict[str, Any] | None, source: str = "site config") -> Topology:
@@ -52,6 +75,7 @@ def of_processor(info: dict[str, Any] | None, source: str = "site config") -> To
         num_sockets=info.get("num_sockets") or None,
         llc_bytes=max(caches) if caches else None,
         source=source if info else "unknown",
+        llc_total_bytes=total_last_level_cache(topo.get("caches", [])),
     )
 
 
@@ -85,6 +109,7 @@ def merged(configured: Topology, detected: Topology) -> Topology:
         num_cores=configured.num_cores or detected.num_cores,
         num_sockets=configured.num_sockets or detected.num_sockets,
         llc_bytes=configured.llc_bytes or detected.llc_bytes,
+        llc_total_bytes=configured.llc_total_bytes or detected.llc_total_bytes,
         source=f"{configured.source}, completed from {detected.source}",
     )
 

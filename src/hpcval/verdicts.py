@@ -80,16 +80,11 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
     return d
 
 
-def _sustained(points: list[HistoryPoint], current: list[float], better: str, fs: Any,
-               name: str) -> Any:
-    """A worse level that has held over the last runs (change points on the
-    run medians, this run included), or ``None``."""
+def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
+    """Run medians of a figure's history, oldest first, this run last."""
     from statistics import median
 
-    from hpcval import judging
-
-    medians = [median(p.samples) for p in points if p.samples] + [median(current)]
-    return judging.sustained_change(medians, better, fs, name=name)
+    return [median(p.samples) for p in points if p.samples] + [median(current)]
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
@@ -126,6 +121,9 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                                                    fig.better)
                 where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
         results = judging.judge_run(figures, settings)
+        # a worse level held over the last runs, corrected across the run's figures
+        sustained = judging.sustained_run(
+            {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}, settings)
     except StoreError as err:
         judged.store_error = err
         return judged
@@ -133,7 +131,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         case_key, variable, unit, hist, current, better = where[name]
         outcome, detail = verdict.outcome, _as_dict(verdict, unit)
         if outcome not in ("regressed", "no-baseline"):
-            cp = _sustained(hist, current, better, settings.for_figure(name), name)
+            cp = sustained.get(name)
             if cp is not None:
                 outcome = "regressed"
                 detail["note"] = (f"sustained: the level moved from {cp.before:.4g} to "

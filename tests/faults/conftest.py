@@ -133,6 +133,22 @@ def needs_impi() -> None:
                     "run `make setup`")
 
 
+#: A passing run of the fake IMB (its control mode), selected by name.
+OK_RUN = ("validate", "--site", "local", "--", "-c", str(CHECKS),
+          "-n", "fake_imb_check.*mode=ok$")
+
+
+@pytest.fixture(scope="session")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkout with one passing run in its results store, shared by the
+    corpus (cases restore what they change and assert the store unchanged)."""
+    needs_impi()
+    root = make_checkout(tmp_path_factory.mktemp("stored"))
+    res = run(root, *OK_RUN)
+    assert res.returncode == 0, res.output
+    return root
+
+
 @pytest.fixture(scope="module")
 def module_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_checkout(tmp_path_factory.mktemp("faults"))

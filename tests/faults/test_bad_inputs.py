@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CHECKS, assert_clean_failure, needs_impi, run, run_inprocess, tree_digest
+from .conftest import CHECKS, assert_clean_failure, run, run_inprocess, tree_digest
 
 pytestmark = pytest.mark.integration
 
@@ -176,16 +176,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def stored(module_checkout: Path) -> Path:
-    """The module's checkout with one passing run stored (fake IMB, exit 0)."""
-    needs_impi()
-    res = run(module_checkout, "validate", "--site", "local", "--", "-c", str(CHECKS),
-              "-n", "fake_imb_check.*mode=ok$")
-    assert res.returncode == 0, res.output
-    return module_checkout
-
-
 @pytest.fixture
 def site(stored: Path) -> Iterator[Path]:
     """The stored checkout; the site's files restored after each case."""
@@ -245,3 +235,18 @@ def test_good_files_still_pass(site: Path, monkeypatch: pytest.MonkeyPatch,
     res = run_inprocess(site, "references", "check", "--site", "local",
                         monkeypatch=monkeypatch, capsys=capsys)
     assert res.returncode == 0, res.output
+
+
+def test_reference_errors_found_at_run_setup_exit_2(site: Path) -> None:
+    """What only the run can see (the unit a check reports, the value of an
+    index attribute) is still wrong input: exit 2 naming file and key, before
+    the benchmark runs."""
+    (site / REFS).write_text(PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0, us]",
+                                                 "lat_0B: [100.0, null, 0.0, ms]"))
+    before = tree_digest(site / "var" / "local" / "reports")
+    res = run(site, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_imb_check.*mode=ok$")
+    assert_clean_failure(res, 2, "references.yaml", "lat_0B", "unit 'ms' differs")
+    # the run is kept (its report names the cause); nothing earlier changed
+    after = tree_digest(site / "var" / "local" / "reports")
+    assert after.items() >= before.items()

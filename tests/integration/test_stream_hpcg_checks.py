@@ -1,9 +1,11 @@
 """STREAM and HPCG checks on the `local` site: skipped with a reason where the
 programs are absent, run for real where ``$HPCVAL_STREAM_SRC`` /
-``$HPCVAL_STREAM_DIR`` / ``$HPCVAL_HPCG_DIR`` (or PATH) offer them."""
+``$HPCVAL_STREAM_DIR`` / ``$HPCVAL_HPCG_DIR`` (or PATH) offer them. A real run
+stores >= 5 samples per figure (``hpcval-samples.json``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -11,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.hpcg import find_hpcg
-from hpcval.rfm.stream import STREAM_SRC_VAR, find_stream_program
+from hpcval.mpi_abi import linked_mpi_libraries
+from hpcval.rfm.base import locate_program
+from hpcval.rfm.hpcg import HPCG_DIR_VAR
+from hpcval.rfm.stream import STREAM_DIR_VAR, STREAM_SRC_VAR
+from hpcval.series import MIN_SAMPLES, SAMPLES_FILE
 
 from .conftest import run_hpcval
 
@@ -20,7 +25,7 @@ pytestmark = [pytest.mark.integration]
 
 BIN = Path(sys.executable).parent
 BARE_ENV = {k: v for k, v in os.environ.items()
-            if k not in ("HPCVAL_STREAM_DIR", "HPCVAL_STREAM_SRC", "HPCVAL_HPCG_DIR")}
+            if k not in (STREAM_DIR_VAR, STREAM_SRC_VAR, HPCG_DIR_VAR, "HPCVAL_HPCG_ENVIRON")}
 
 
 def validate(root: Path, env: dict[str, str], *args: str) -> str:
@@ -28,6 +33,14 @@ def validate(root: Path, env: dict[str, str], *args: str) -> str:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     return out
+
+
+def stored_samples(root: Path, check: str) -> list[dict[str, dict]]:
+    """The samples file of every case of *check* in the last run's output."""
+    found = [p for p in (root / "var" / "local" / "output").rglob(SAMPLES_FILE)
+             if check in str(p)]
+    assert found, f"no {SAMPLES_FILE} of {check}"
+    return [json.loads(p.read_text()) for p in found]
 
 
 def test_skipped_with_reasons_without_stream_or_hpcg(checkout: Path) -> None:
@@ -38,9 +51,9 @@ def test_skipped_with_reasons_without_stream_or_hpcg(checkout: Path) -> None:
     out = validate(checkout, env, "-n", "stream|hpcg_check")
     assert "SKIP" in out and "FAIL" not in out
     log = (checkout / "var" / "local" / "reframe.log").read_text()
-    assert "stream_c.exe not found in the Spack environment, $HPCVAL_STREAM_DIR" in log
+    assert f"stream_c.exe not found in ${STREAM_DIR_VAR} (unset) or PATH" in log
     assert f"no STREAM sources: set {STREAM_SRC_VAR}" in log
-    assert "xhpcg not found in the Spack environment, $HPCVAL_HPCG_DIR" in log
+    assert f"xhpcg not found in ${HPCG_DIR_VAR} (unset) or PATH" in log
 
 
 def test_stream_built_from_the_caches_runs_for_real(checkout: Path) -> None:
@@ -52,21 +65,35 @@ def test_stream_built_from_the_caches_runs_for_real(checkout: Path) -> None:
     assert "triad" in out and "PASS" in out
     build = next((checkout / "var" / "local" / "output").rglob("stream_sized_check/rfm_build.sh"))
     assert "-DSTREAM_ARRAY_SIZE=" in build.read_text()
+    for samples in stored_samples(checkout, "stream_sized_check"):
+        assert set(samples) == {"copy", "scale", "add", "triad"}
+        assert all(len(s["samples"]) >= MIN_SAMPLES and s["better"] == "higher"
+                   for s in samples.values())
 
 
 def test_installed_stream_runs_for_real(checkout: Path) -> None:
-    if find_stream_program("stream_c.exe")[0] is None:
-        pytest.skip("no installed STREAM: set HPCVAL_STREAM_DIR to a directory holding "
-                    "stream_c.exe and stream_f.exe")
-    out = validate(checkout, dict(os.environ), "-n", "stream_check")
+    if locate_program("stream_c.exe", dirs_var=STREAM_DIR_VAR)[0] is None:
+        pytest.skip(f"no installed STREAM: set {STREAM_DIR_VAR} to a directory holding "
+                    "stream_c.exe and stream_f.exe (built with arrays >= 4x the caches)")
+    out = validate(checkout, dict(os.environ), "-n", "stream_check", "-p", "plain")
     assert "stream_check %program=stream_c.exe" in out and "copy" in out
+    assert "PASS" in out and "FAIL" not in out
+    for samples in stored_samples(checkout, "stream_check"):
+        assert all(len(s["samples"]) >= MIN_SAMPLES for s in samples.values())
 
 
 def test_hpcg_runs_for_real(checkout: Path) -> None:
-    if find_hpcg()[0] is None:
-        pytest.skip("no HPCG build: set HPCVAL_HPCG_DIR to a directory holding xhpcg")
-    out = validate(checkout, dict(os.environ), "-n", "hpcg_check",
-                   "-S", "local_grid=16,16,16", "-S", "run_time=5")
+    path = locate_program("xhpcg", dirs_var=HPCG_DIR_VAR)[0]
+    if path is None:
+        pytest.skip(f"no HPCG build: set {HPCG_DIR_VAR} to a directory holding xhpcg")
+    # the environment of the MPI the build is linked against
+    environ = os.environ.get("HPCVAL_HPCG_ENVIRON") or (
+        "openmpi" if "libmpi.so.40" in linked_mpi_libraries(path) else "impi")
+    env = dict(os.environ, HPCVAL_HPCG_ENVIRON=environ)
+    out = validate(checkout, env, "-n", "hpcg_check", "-p", environ)
     assert "gflops" in out and "PASS" in out
-    summary = next((checkout / "var" / "local" / "output").rglob("HPCG-Benchmark*"))
-    assert "HPCG result is VALID" in summary.read_text()
+    summaries = list((checkout / "var" / "local" / "output").rglob("hpcg-*-HPCG-Benchmark*"))
+    assert len(summaries) >= MIN_SAMPLES
+    assert all("HPCG result is VALID" in s.read_text() for s in summaries)
+    (samples,) = stored_samples(checkout, "hpcg_check")
+    assert len(samples["gflops"]["samples"]) >= MIN_SAMPLES

@@ -49,8 +49,11 @@ def test_idealized_check_runs_and_passes(checkout: Path, hpcval: HpcvalRunner):
     assert ran, "no environment ran the WRF check"
     for tc in ran:
         perf = {k.rsplit(":", 1)[1]: v[0] for k, v in tc["perfvalues"].items()}
-        assert set(perf) == {"mean_step", "median_step", "speed"}
-        assert perf["mean_step"] > 0 and perf["speed"] == pytest.approx(12 / perf["mean_step"])
+        assert set(perf) == {"step_time", "speed"}
+        # 45 steady steps (odd): the median speed is the time step over the median time
+        assert perf["step_time"] > 0 and perf["speed"] == pytest.approx(12 / perf["step_time"])
+        samples = json.loads((Path(tc["outputdir"]) / "hpcval-samples.json").read_text())
+        assert len(samples["step_time"]["samples"]) == 45
         log = wrf.parse_wrf_log((Path(tc["outputdir"]) / "rsl.error.0000").read_text())
         fig = wrf.figures(log)
         assert fig.steps_total == 50 and fig.steps_output == 4 and fig.steps_used == 45

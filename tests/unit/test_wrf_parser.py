@@ -3,6 +3,8 @@ em_quarter_ss (gfortran 12, Open MPI 4.1, 2 ranks) in tests/data/wrf/."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from hpcval.errors import ParseError
@@ -25,6 +27,12 @@ def test_normal_run_with_history_spikes(data_dir):
     assert fig.mean_step == pytest.approx(0.4498847, rel=1e-6)
     assert fig.median_step == pytest.approx(0.43373)
     assert fig.speed == pytest.approx(12 / fig.mean_step)
+    # the samples of the judged figures: one per steady step, first and output steps out
+    assert len(fig.step_times) == len(fig.step_speeds) == 45
+    assert statistics.median(fig.step_times) == pytest.approx(fig.median_step)
+    assert statistics.median(fig.step_speeds) == pytest.approx(12 / fig.median_step)
+    assert fig.first_step not in fig.step_times
+    assert max(fig.step_times) == pytest.approx(fig.max_step)
     # Each history write is inside the step ending one time step after its file time.
     for step in log.steps:
         for w in step.writes:

@@ -8,7 +8,7 @@ ReFrame, no store). See docs/judging.md for the model and its measured rates.
     flagged = sustained_change(run_medians, "higher", settings, name="check/variable")
 """
 
-from hpcval.judging.changes import ChangePoint, change_points, sustained_change
+from hpcval.judging.changes import ChangePoint, change_points, sustained_change, sustained_run
 from hpcval.judging.settings import JUDGING_FILE, FigureSettings, JudgingSettings
 from hpcval.judging.verdict import (
     OUTCOMES,
@@ -38,4 +38,5 @@ __all__ = [
     "judge_run",
     "summarize",
     "sustained_change",
+    "sustained_run",
 ]

@@ -20,7 +20,7 @@ still holds at the newest run.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ from scipy import stats
 
 from hpcval.errors import InputError
 from hpcval.judging.settings import FigureSettings, JudgingSettings
-from hpcval.judging.verdict import MAD_TO_SD
+from hpcval.judging.verdict import MAD_TO_SD, adjust
 
 
 @dataclass(frozen=True)
@@ -145,3 +145,37 @@ def sustained_change(history: Sequence[float], better: str,
     if worse_by >= fs.threshold and last.n_before >= fs.k:
         return last
     return None
+
+
+#: Level of the sustained rule. The Welch p of a boundary that PELT chose where the
+#: two sides differ most is optimistic (the location was selected), so the rule
+#: uses a level 5x stricter than the verdicts' alpha; measured on seeded noise and
+#: on the lab's clean runs (docs/judging.md).
+SUSTAINED_ALPHA = 0.01
+
+
+def sustained_run(histories: Mapping[str, tuple[Sequence[float], str]],
+                  settings: JudgingSettings | None = None, *, alpha: float = SUSTAINED_ALPHA,
+                  min_size: int = 2) -> dict[str, ChangePoint]:
+    """The sustained rule over all figures of a run, corrected like the verdicts.
+
+    ``histories`` maps ``"<check>/<variable>"`` to ``(run medians oldest first with
+    the current run last, better)``. A figure's candidate is the last change point
+    of its history (found at level ``alpha``) that is worse by at least its
+    threshold with at least ``k`` runs before it; the candidates' Welch p-values
+    are adjusted across all figures (``settings.correction``, figures without a
+    candidate count as p = 1), and those still below ``alpha`` are returned.
+    """
+    settings = settings or JudgingSettings()
+    candidates: dict[str, ChangePoint] = {}
+    for key, (medians, better) in histories.items():
+        fs = settings.for_figure(key)
+        found = sustained_change(medians, better, fs, name=key, alpha=alpha,
+                                 min_size=min_size)
+        if found is not None:
+            candidates[key] = found
+    keys = list(histories)
+    p = [candidates[k].p_value if k in candidates else 1.0 for k in keys]
+    adjusted = adjust(p, settings.correction)
+    return {k: candidates[k] for k, pa in zip(keys, adjusted, strict=True)
+            if k in candidates and pa < alpha}

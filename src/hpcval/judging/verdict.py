@@ -12,10 +12,10 @@ judged against the spread of the baseline runs' medians: a prediction interval
 with ``K-1`` degrees of freedom. The baseline spread ``s^2`` already holds
 ``sigma_b^2`` plus the baseline runs' typical within-run variance ``v_bar``; the
 current run's own within-run variance ``v_c`` (from its samples) replaces
-``v_bar``, so one run with unusually scattered samples is judged with a wider
-interval and cannot be called on its scatter:
+``v_bar`` when it is larger, so one run with unusually scattered samples is
+judged with a wider interval and cannot be called on its scatter:
 
-    var_pred = max(s^2 - v_bar, 0) + v_c + s^2 / K
+    var_pred = max(s^2 - v_bar, 0) + max(v_c, v_bar) + s^2 / K
     T = (m_c - mean(m)) / sqrt(var_pred)  ~  t(K-1) under "no change"
 
 ``regressed`` needs the test (one-sided, adjusted across the run's figures) AND
@@ -24,6 +24,7 @@ a change beyond the practical threshold.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -161,9 +162,10 @@ def _assess(baseline_runs: Sequence[Sequence[float]], current: Sequence[float], 
     within = [_median_var(tr(r)) for r in runs]
     within = [v for v in within if not math.isnan(v)]
     v_bar = float(np.mean(within)) if within else 0.0
+    # The current run's within-run variance can widen the interval, never narrow it:
+    # from 5 samples it is too rough to trust a small value (lab: bw_256KiB).
     v_cur = _median_var(tr(cur))
-    if math.isnan(v_cur):
-        v_cur = v_bar
+    v_cur = v_bar if math.isnan(v_cur) else max(v_cur, v_bar)
     spread2 = max(spread2, floor, v_bar)
     between = max(spread2 - v_bar, 0.0)
     k = len(runs)
@@ -201,6 +203,24 @@ def _threshold_on_scale(a: _Assessment) -> float:
     return thr * abs(a.base_level)
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantile(q: float, df: int) -> float:
+    return float(stats.t.ppf(q, df))
+
+
+@functools.lru_cache(maxsize=64)
+def _runs_table(alpha: float, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = np.arange(1, 201)
+    kk = np.maximum(k, m)
+    return m, kk, stats.t.ppf(1 - alpha, kk - 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _baseline_table(alpha: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    kb = np.arange(max(k, 2), 1001)
+    return kb, stats.t.ppf(1 - alpha, kb - 1)
+
+
 def _needed(a: _Assessment) -> Needed:
     thr = _threshold_on_scale(a)
     alpha = a.settings.alpha
@@ -208,15 +228,14 @@ def _needed(a: _Assessment) -> Needed:
         return Needed(None, None, None)
     k = a.baseline_runs
     run_var = a.between_var + a.within_var_current  # variance of one run's median
-    t_k = float(stats.t.ppf(1 - alpha, k - 1))
+    t_k = _t_quantile(1 - alpha, k - 1)
     # m new runs against a baseline of at least as many (the sustained-change rule)
-    m = np.arange(1, 201)
-    kk = np.maximum(k, m)
-    ok = stats.t.ppf(1 - alpha, kk - 1) * np.sqrt(run_var * (1 / m + 1 / kk)) <= thr
+    m, kk, t_m = _runs_table(alpha, k)
+    ok = t_m * np.sqrt(run_var * (1 / m + 1 / kk)) <= thr
     runs = int(m[ok][0]) if ok.any() else None
     # one run against a longer baseline
-    kb = np.arange(max(k, 2), 1001)
-    ok = stats.t.ppf(1 - alpha, kb - 1) * np.sqrt(run_var * (1 + 1 / kb)) <= thr
+    kb, t_b = _baseline_table(alpha, k)
+    ok = t_b * np.sqrt(run_var * (1 + 1 / kb)) <= thr
     baseline = int(kb[ok][0]) if ok.any() else None
     samples = None
     n = max(a.samples, 1)
@@ -230,7 +249,7 @@ def _needed(a: _Assessment) -> Needed:
 def _decide(a: _Assessment, p_adj_worse: float, p_adj_better: float) -> FigureVerdict:
     fs = a.settings
     change = _relative(a, a.diff)
-    tq = float(stats.t.ppf(1 - fs.alpha / 2, a.df))
+    tq = _t_quantile(1 - fs.alpha / 2, a.df)
     ci_low = _relative(a, a.diff - tq * a.se)
     ci_high = _relative(a, a.diff + tq * a.se)
     worse_by = -change if a.better == "higher" else change

@@ -34,6 +34,7 @@ from hpcval import references as refs
 from hpcval import topology
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
+from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
 from hpcval.rfm import outcome
 from hpcval.rfm.site import (
@@ -68,6 +69,14 @@ class ReferencesFailure(ReframeError):
 
 class ConfigFailure(ReframeError):
     """A site config value that would reach a job script unsafely."""
+
+
+def input_failure(fail_reason: str | None) -> bool:
+    """True where a test case failed for wrong input (its references or its
+    site config), not for what it measured: ReFrame writes the exception's
+    class name first (``references failure: ...``, ``config failure: ...``)."""
+    return bool(fail_reason) and str(fail_reason).startswith(
+        ("references failure:", "config failure:"))
 
 
 def _known_check_names(test: Any) -> set[str]:
@@ -368,7 +377,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             options = [check_script_option(o, where) for o in launcher.options]
         except UnsafeConfigValue as err:
             raise ConfigFailure(str(err)) from None
-        if type(launcher).__name__ == "SrunLauncher" and not any(
+        if type(launcher).__name__ in ("SrunLauncher", "SrunAllocationLauncher") and not any(
                 o.startswith(("--kill-on-bad-exit", "-K")) for o in options):
             # Slurm's default lets the other tasks run on after one dies
             # (until the time limit): end the step at once, naming the task.
@@ -376,7 +385,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         launcher.options = [o if o == shlex.quote(o) or o.startswith("'") else shlex.quote(o)
                             for o in options]
         if launcher.modifier != "sh" or not launcher.modifier_options[:1] or \
-                not launcher.modifier_options[0].endswith(outcome.LAUNCH_SCRIPT):
+                outcome.LAUNCH_SCRIPT not in launcher.modifier_options[0]:
             stage = Path(self.stagedir)
             script = stage / outcome.LAUNCH_SCRIPT
             script.write_text(outcome.LAUNCH_SCRIPT_TEXT)
@@ -424,23 +433,33 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         signal, a launch that never ended, a scheduler event (time limit,
         node failure, preemption, out of memory). The check's own sanity
         message follows the cause where it has one."""
+        if self.is_dry_run():
+            return
         stage = Path(self.stagedir)
         launches = outcome.read_launches(stage / outcome.LAUNCH_STATUS)
         state = None
+        failed_nodes: list[str] = []
         sched = type(self.job.scheduler).__name__
         if "Slurm" in sched or "Squeue" in sched:
             info = outcome.slurm_job_state(str(self.job.jobid))
             state = info.get("JobState")
-            self._hpcval_job_info = info
+            nodes = getattr(self.job, "nodelist", None) or []
+            failed_nodes = outcome.slurm_failed_nodes(
+                info.get("NodeList") or ",".join(nodes if isinstance(nodes, list) else [nodes]))
         program = Path(str(self.executable).split()[0]).name if self.executable else "job"
         why = outcome.job_failure(
-            launches, exitcode=self.job.exitcode, signal_number=self.job.signal,
+            launches, exitcode=self.job.exitcode,
+            signal_number=getattr(self.job, "signal", None),  # Slurm jobs have none
             scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
-            program=program, stdout=self.stdout_path())
+            program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs,
+            failed_nodes=failed_nodes)
         if why is None:
             return
         own = ""
-        if hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
+        skipped = outcome.skipped_launches(stage / outcome.LAUNCH_STATUS)
+        if skipped:
+            own = f" ({skipped} later launch(es) of the job skipped)"
+        elif hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
             with osext.change_dir(str(stage)):
                 try:
                     sn.evaluate(self._rfm_sanity())
@@ -449,8 +468,18 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                         if str(err) else ""
         raise SanityError(f"{why}{own}")
 
+    def _hpcval_launch_outputs(self, number: int) -> tuple[Path, Path]:
+        """Standard output and error of launch *number* of the job (the
+        samples of :meth:`repeat_in_job` write their own)."""
+        outs, errs = self.sample_outputs("out"), self.sample_outputs("err")
+        if 0 < number <= len(outs):
+            return outs[number - 1], errs[number - 1]
+        return self.stdout_path(), Path(self.stagedir) / str(self.stderr.evaluate())
+
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:
+        if self.is_dry_run():
+            return
         reported = {name: fn.unit for name, fn in self.perf_variables.items()}
         if reported:
             # judged or recorded, an impossible figure is never a measurement
@@ -593,13 +622,16 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     # -- programs and launch commands -----------------------------------------
 
     def find_program(self, name: str, dirs_var: str | None = None,
-                     package: str | None = None) -> str:
+                     package: str | None = None, mpi: bool = True) -> str:
         """Path of program *name* for this programming environment
         (:func:`locate_program`: its Spack build of *package*, default
-        ``spack_package``, first); skips the test with a reason where absent."""
+        ``spack_package``, first); skips the test with a reason where absent.
+        An MPI program (*mpi*) takes ``$<dirs_var>`` only in the environment
+        it was built for; a program without MPI (*mpi* false, e.g. STREAM)
+        runs from ``$<dirs_var>`` in any environment."""
         env = self.current_environ
         path, where = locate_program(name, spack_prefix=self.spack_prefix(package),
-                                     dirs_var=dirs_var, environ=env.name,
+                                     dirs_var=dirs_var, environ=env.name if mpi else None,
                                      environ_dirs=environ_path_dirs(env.env_vars))
         hint = f", or set {dirs_var} to its directory" if dirs_var else ""
         self.skip_if(path is None,
@@ -607,6 +639,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                      f"{package or self.spack_package or name} in the site's Spack "
                      f"environment) and put it on PATH{hint}")
         return str(path)
+
+    def skip_other_mpi(self, program: str) -> None:
+        """Skip where *program* was linked against another MPI than the
+        programming environment's (:func:`hpcval.mpi_abi.mpi_mismatch`), rather
+        than launch it and fail at its first MPI call."""
+        mismatch = mpi_mismatch(program, self.current_environ.features)
+        self.skip_if(mismatch is not None,
+                     f"{mismatch} (environment {self.current_environ.name})")
 
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the

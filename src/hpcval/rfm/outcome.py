@@ -13,7 +13,8 @@ Every launch of the benchmark goes through :data:`LAUNCH_SCRIPT`, a small
 POSIX shell wrapper written in the stage directory that appends ``start`` and
 ``end <exit status>`` to :data:`LAUNCH_STATUS`; a check that runs its
 benchmark several times in one job (samples) so gets every launch judged,
-whatever the job script's last command returned.
+whatever the job script's last command returned. Once a launch has failed,
+the later launches of the job are skipped (the check fails anyway).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 import re
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,11 @@ LAUNCH_SCRIPT_TEXT = """#!/bin/sh
 # records how it ended, so that a crash after a complete table fails the check.
 status=$1
 shift
+if grep -q '^end [1-9]' "$status" 2>/dev/null; then
+    # an earlier launch of this job failed: the check fails; spend no more time
+    echo skip >> "$status"
+    exit 125
+fi
 echo start >> "$status"
 "$@"
 rc=$?
@@ -143,9 +149,21 @@ def rank_death(*paths: Path) -> str | None:
                 return f"{who} was killed by {signal_name(int(found['signal']))}"
             if found.get("code"):
                 return f"{who} exited with code {found['code']}"
-            if found.get("what"):
-                return f"{who}: {found['what'].strip()}"
+            what = (found.get("what") or "").strip()
+            code = re.fullmatch(r"Exited with exit code (\d+)", what)
+            if code:
+                return f"{who} exited with {describe_status(int(code.group(1)))}"
+            if what:
+                return f"{who}: {what}"
     return None
+
+
+def skipped_launches(path: Path) -> int:
+    """Launches the wrapper skipped because an earlier one had failed."""
+    try:
+        return path.read_text(errors="replace").split().count("skip")
+    except OSError:
+        return 0
 
 
 def stderr_tail(path: Path, lines: int = 3, width: int = 300) -> str:
@@ -191,15 +209,44 @@ def slurm_job_state(jobid: str, timeout: float = 10) -> dict[str, str]:
     return fields
 
 
+#: Slurm node states that mean the node failed under the job.
+_NODE_FAILED = ("DOWN", "NOT_RESPONDING", "FAIL", "POWERED_DOWN", "REBOOT")
+
+
+def slurm_failed_nodes(nodelist: str, timeout: float = 10) -> list[str]:
+    """Nodes of ``nodelist`` (a Slurm hostlist, e.g. ``lab-n[1-2]``) that
+    Slurm reports down or not responding, each as ``name STATE (reason)``."""
+    if not nodelist or nodelist == "(null)":
+        return []
+    try:
+        out = subprocess.run(["scontrol", "show", "node", "-o", nodelist], capture_output=True,
+                             text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    failed = []
+    for line in out.stdout.splitlines():
+        fields = dict(w.partition("=")[::2] for w in line.split() if "=" in w)
+        state = fields.get("State", "")
+        if any(s in state.split("+") or state.startswith(s) for s in _NODE_FAILED):
+            reason = re.search(r"Reason=(.*?)(?: \[|$)", line)
+            failed.append(f"{fields.get('NodeName', '?')} {state}"
+                          + (f" ({reason.group(1).strip()})" if reason else ""))
+    return failed
+
+
 def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_number: int | None,
                 scheduler_state: str | None, stderr: Path, program: str,
-                stdout: Path | None = None) -> str | None:
+                stdout: Path | None = None,
+                outputs: Callable[[int], tuple[Path, Path]] | None = None,
+                failed_nodes: list[str] | None = None) -> str | None:
     """Why the job failed, in one line, or ``None`` if it ended well.
 
     ``launches`` come from :func:`read_launches`; ``exitcode``/``signal_number``
     are the job script's as the scheduler reports them (``None`` where it does
     not, e.g. Slurm without accounting); ``scheduler_state`` is Slurm's job
-    state where known."""
+    state where known; ``outputs(n)``, where launches write their own files,
+    gives launch *n*'s (stdout, stderr); ``failed_nodes`` are the job's nodes
+    Slurm reports down (:func:`slurm_failed_nodes`)."""
     causes: list[str] = []
     event = None
     state = (scheduler_state or "").split()[0] if scheduler_state else ""
@@ -209,9 +256,14 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
         event = stderr_event(stderr)
     if event is not None:
         causes.append(SLURM_EVENTS[event])
+    if failed_nodes and event != "NODE_FAIL":
+        causes.append(f"node failure: {', '.join(failed_nodes)} under the job")
     if launches:
         total = len(launches)
         for launch in launches:
+            if launch.status != 0 and outputs is not None and launch.number > 1:
+                stdout, launch_err = outputs(launch.number)
+                stderr = launch_err if launch_err.exists() else stderr
             which = f"{program} (launch {launch.number} of {total})" if total > 1 else program
             if launch.status is None:
                 if event is None:

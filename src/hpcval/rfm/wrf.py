@@ -3,19 +3,25 @@
 * :class:`WrfBase`: ``wrf.exe`` on MPI ranks; reads rank 0's
   ``rsl.error.0000`` (:mod:`hpcval.parsers.wrf`), fails on a fatal error, a
   crash, a killed run or a step count other than the namelist asks for (run
-  length from ``run_*`` or from the ``start_*``/``end_*`` dates); judges mean
-  and median step time and simulation speed over the steady steps (rules in
-  :mod:`hpcval.parsers.wrf.log` and docs/checks.md, "WRF"); compares the
-  output with a reference output where there is one (netCDF4); skips where
-  the WRF found was built against another MPI than the environment's.
+  length from ``run_*`` or from the ``start_*``/``end_*`` dates); judges the
+  step time and simulation speed over the steady steps (rules in
+  :mod:`hpcval.parsers.wrf.log` and docs/checks.md, "WRF"): each steady step
+  is a sample (at least ``samples`` of them, 5 by default), a figure's value
+  their median; compares the output with a reference output where there is
+  one (netCDF4); skips where the WRF found was built against another MPI than
+  the environment's.
 * :class:`WrfIdealizedBase`: an idealized case (``em_quarter_ss`` by
   default) that needs no input data: ``ideal.exe`` then ``wrf.exe``.
 * :class:`WrfConusBase`: NCAR's CONUS benchmark inputs from hpcval's Spack
   data packages (``data_sets``: name -> variable, package, GFLOP per step),
   verified against their sha256 manifest and linked, never copied.
 
-WRF is found through the environment: ``$HPCVAL_WRF_DIR``, the environment's
-``extras.wrf_dir``, or ``wrf.exe`` on ``PATH``.
+WRF is found through the environment, the Spack build first: the environment's
+Spack-built ``wrf`` (its install prefix holds WRF's tree: ``test/<case>``,
+``run/``), the environment's ``extras.wrf_dir``, ``$HPCVAL_WRF_DIR``, or
+``wrf.exe`` on ``PATH``. WRF runs from its case or run directory (its tables
+and inputs beside ``wrf.exe``), so the directory is found, not the program
+alone (:func:`hpcval.parsers.wrf.find_case_dir`, :func:`~hpcval.parsers.wrf.find_run_dir`).
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcval.errors import HpcvalError
+from hpcval.figures import Figure
 from hpcval.parsers import wrf
 from hpcval.rfm.base import HpcvalTest
 
@@ -52,6 +58,11 @@ class WrfBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     valid_prog_environs = ["+mpi"]
     executable = "./wrf.exe"
+    spack_package = "wrf"
+
+    #: Per steady step: its wall time, and model seconds per wall second.
+    figures = (Figure("step_time", "s", column="step_times"),
+               Figure("speed", "model_s/s", column="step_speeds"))
 
     #: Largest accepted rms(run - reference) / rms(reference) per compared field.
     #:
@@ -68,20 +79,17 @@ class WrfBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     output_verified = variable(str, value="not run", loggable=True)
 
-    @run_after("init")
-    def set_perf_variables(self) -> None:
-        self.perf_variables = {
-            "mean_step": sn.make_performance_function(self.figure("mean_step"), "s"),
-            "median_step": sn.make_performance_function(self.figure("median_step"), "s"),
-            "speed": sn.make_performance_function(self.figure("speed"), "model_s/s"),
-        }
+    def wrf_dirs(self) -> list[str | None]:
+        """Where to look for WRF, in order: the environment's Spack build, its
+        ``extras.wrf_dir``; then (``None``) ``$HPCVAL_WRF_DIR`` and ``PATH``."""
+        dirs = [self.spack_prefix(), self.current_environ.extras.get("wrf_dir")]
+        return [*(str(d) for d in dirs if d), None]
 
-    def skip_other_mpi(self, exe: Path) -> None:
-        """Skip where ``exe`` was linked against another MPI than the environment's."""
+    def use_wrf(self, exe: Path) -> None:
+        """Skip where ``exe`` was linked against another MPI than the environment's
+        (a WRF environment, feature ``wrf``, brings its own)."""
         if "wrf" not in self.current_environ.features:
-            mismatch = wrf.mpi_mismatch(exe, self.current_environ.features)
-            self.skip_if(mismatch is not None,
-                         f"{mismatch} (environment {self.current_environ.name})")
+            self.skip_other_mpi(str(exe))
 
     def write_namelist(self, text: str, changes: dict[str, object],
                        group: str | None = None) -> None:
@@ -105,9 +113,12 @@ class WrfBase(HpcvalTest, rfm.RunOnlyRegressionTest):
         except (HpcvalError, OSError) as err:
             raise SanityError(str(err)) from None
 
-    @sn.deferrable
-    def figure(self, name: str) -> float:
-        return float(getattr(self.log()[1], name))
+    def measure(self) -> dict[str, list[float]]:
+        fig = self.log()[1]
+        if fig.steps_used < self.samples:
+            raise SanityError(f"{fig.steps_used} steady step(s), {self.samples} needed as "
+                              "samples: run longer or write history less often")
+        return {f.name: list(getattr(fig, f.column)) for f in self.figures if f.column}
 
     def verify(self, output: Path | None) -> None:
         """Compare ``output`` with ``reference_output`` field by field, if there is one."""
@@ -152,15 +163,17 @@ class WrfIdealizedBase(WrfBase):
 
     @run_after("setup")
     def find_wrf(self) -> None:
-        extras_dir = self.current_environ.extras.get("wrf_dir")
-        found = wrf.find_case_dir(self.case, wrf_dir=self.case_dir or extras_dir)
+        dirs = [self.case_dir] if self.case_dir else self.wrf_dirs()
+        found = next((c for c in (wrf.find_case_dir(self.case, wrf_dir=d) for d in dirs)
+                      if c is not None), None)
         self.skip_if(found is None,
-                     f"no WRF {self.case} case found: set ${wrf.WRF_DIR_VARIABLE} to its "
-                     "directory (holding wrf.exe, ideal.exe, namelist.input), the "
-                     "environment's extras.wrf_dir, or put wrf.exe on PATH")
+                     f"no WRF {self.case} case found: spack install wrf in the site's Spack "
+                     f"environment, or set ${wrf.WRF_DIR_VARIABLE} to its directory (holding "
+                     "wrf.exe, ideal.exe, namelist.input), the environment's extras.wrf_dir, "
+                     "or put wrf.exe on PATH")
         assert found is not None
         self.case_dir = str(found)
-        self.skip_other_mpi(found / "wrf.exe")
+        self.use_wrf(found / "wrf.exe")
         if self.reference_output is None:
             refs = self.current_partition.extras.get("wrf_reference_outputs") or {}
             self.reference_output = refs.get(self.case)
@@ -175,7 +188,7 @@ class WrfIdealizedBase(WrfBase):
             "{ echo 'ideal.exe failed:'; tail -20 rsl.error.0000; exit 1; }",
             "mkdir -p ideal && mv rsl.* ideal/",
         ]
-        self.keep_files = [RSL, "rsl.out.0000", "namelist.input", "ideal"]
+        self.keep_files += [RSL, "rsl.out.0000", "namelist.input", "ideal"]
 
     @run_before("run")
     def stage_case(self) -> None:
@@ -203,6 +216,7 @@ class WrfIdealizedBase(WrfBase):
         })
         outputs = sorted(Path(self.stagedir).glob("wrfout_d01_*"))
         self.verify(outputs[-1] if outputs else None)
+        self.figure_samples()
         return True
 
 
@@ -259,18 +273,20 @@ class WrfConusBase(WrfBase):
     #: :type: :class:`str`
     end_time = variable(str, value="")
 
-    @run_after("init")
-    def add_gflops(self) -> None:
+    @property
+    def figures(self) -> tuple[Figure, ...]:  # type: ignore[override]
+        """The step figures, and GFLOP/s per steady step where the data set
+        has a published GFLOP per step."""
         if self.data_sets[self.data_set]["gflop_per_step"]:
-            self.perf_variables["gflops"] = sn.make_performance_function(
-                self.figure("gflops"), "GFLOP/s")
+            return (*WrfBase.figures, Figure("gflops", "GFLOP/s"))
+        return WrfBase.figures
 
-    @sn.deferrable
-    def figure(self, name: str) -> float:
-        fig = self.log()[1]
-        if name == "gflops":
-            return float(self.data_sets[self.data_set]["gflop_per_step"]) / fig.mean_step
-        return float(getattr(fig, name))
+    def measure(self) -> dict[str, list[float]]:
+        measured = super().measure()
+        gflop = self.data_sets[self.data_set]["gflop_per_step"]
+        if gflop:
+            measured["gflops"] = [float(gflop) / t for t in measured["step_time"] if t > 0]
+        return measured
 
     @run_after("setup")
     def find_inputs(self) -> None:
@@ -279,18 +295,19 @@ class WrfConusBase(WrfBase):
         self.skip_if(not self.data_dir,
                      f"no {self.data_set} inputs: `spack load {spec['package']}` (sets "
                      f"${spec['variable']}) or set data_dir")
-        run_dir = wrf.find_run_dir(self.current_environ.extras.get("wrf_dir"))
+        run_dir = next((r for r in (wrf.find_run_dir(d) for d in self.wrf_dirs())
+                        if r is not None), None)
         self.skip_if(run_dir is None,
-                     f"no WRF run directory (wrf.exe with its tables): set "
-                     f"${wrf.WRF_DIR_VARIABLE}, the environment's extras.wrf_dir, or put "
-                     "wrf.exe on PATH")
+                     "no WRF run directory (wrf.exe with its tables): spack install wrf in the "
+                     f"site's Spack environment, or set ${wrf.WRF_DIR_VARIABLE}, the "
+                     "environment's extras.wrf_dir, or put wrf.exe on PATH")
         assert run_dir is not None
         self.run_dir = str(run_dir)
-        self.skip_other_mpi(run_dir / "wrf.exe")
+        self.use_wrf(run_dir / "wrf.exe")
         per_node = self.ranks_per_node or self.current_partition.processor.num_cores or 1
         self.num_tasks_per_node = per_node
         self.num_tasks = self.num_nodes * per_node
-        self.keep_files = [RSL, "rsl.out.0000", "namelist.input"]
+        self.keep_files += [RSL, "rsl.out.0000", "namelist.input"]
 
     @run_before("run")
     def stage_inputs(self) -> None:
@@ -342,7 +359,7 @@ class WrfConusBase(WrfBase):
 
     @sanity_function
     def completed_and_verified(self) -> bool:
-        self.log()
+        self.figure_samples()
         if self.verify_output == "off":
             self.output_verified = "off"
             return True

@@ -16,7 +16,7 @@ FAKE_IMB = str(Path(__file__).resolve().parent.parent / "bin" / "fake-imb")
 MODES = ["ok", "crash-after-table", "exit1-after-table", "exit255-after-table",
          "segv-after-table", "rank-exit1", "garbage", "binary", "empty",
          "stderr-only", "truncated", "hang", "inf", "nan", "negative", "above-ceiling",
-         "time-out-rows", "out-of-mem-rows"]
+         "time-out-rows", "out-of-mem-rows", "ok-env"]
 
 
 @rfm.simple_test
@@ -26,13 +26,14 @@ class fake_imb_check(ImbPingPongBase):
     valid_systems = ["local"]
     valid_prog_environs = ["+mpi +imb"]
     reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     mode = parameter(MODES, loggable=True)
-    time_limit = "6s"
+    time_limit = "12s"
 
     @run_after("setup")
     def run_fake(self) -> None:
-        self.executable = FAKE_IMB
         self.executable_opts = [self.mode, *self.executable_opts]
 
 
@@ -47,6 +48,8 @@ class fake_rank_death_check(ImbPingPongBase):
     valid_systems = ["local"]
     valid_prog_environs = ["+openmpi", "+mpich", "+impi"]
     reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     time_limit = "30s"
 
@@ -54,5 +57,26 @@ class fake_rank_death_check(ImbPingPongBase):
     def run_fake(self) -> None:
         impi = "impi" in self.current_environ.features
         mode = "mpi-rank-sigkill" if impi else "rank-sigkill"
-        self.executable = FAKE_IMB
         self.executable_opts = [mode, *self.executable_opts]
+
+
+@rfm.simple_test
+class fake_lab_fault_check(ImbPingPongBase):
+    """On the Slurm lab, one rank per node: ``mpi-rank-sigkill`` kills rank
+    1's IMB mid-run (srun must end the step at once), ``hang`` runs into
+    Slurm's time limit, ``mpi-long`` runs IMB for minutes (to kill a node's
+    slurmd under it), ``ok`` is the control."""
+
+    valid_systems = ["lab"]
+    valid_prog_environs = ["+impi"]
+    reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
+    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+    mode = parameter(["ok", "mpi-rank-sigkill", "hang", "mpi-long"], loggable=True)
+    nodes = 2
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        self.executable_opts = [self.mode, *self.executable_opts]
+        self.time_limit = "1m" if self.mode == "hang" else "10m"

@@ -4,15 +4,18 @@ and telling whether it fits an environment's MPI."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
+
+# WRF's MPI check is hpcval's (re-exported for hpcval.parsers.wrf)
+from hpcval.mpi_abi import MPI_ABI_BY_FEATURE, linked_mpi_libraries, mpi_mismatch
+
+__all__ = ["MPI_ABI_BY_FEATURE", "WRF_DIR_VARIABLE", "find_case_dir", "find_run_dir",
+           "linked_mpi_libraries", "mpi_mismatch"]
 
 #: Environment variable naming a WRF directory (a case directory such as
 #: ``WRF/test/em_quarter_ss`` holding ``wrf.exe``, or the top of a WRF tree).
 WRF_DIR_VARIABLE = "HPCVAL_WRF_DIR"
-
-_MPI_SONAME_RE = re.compile(rb"(libmpi(?:_mpifh|_usempif08|fort)?\.so\.\d+)")
 
 
 def find_case_dir(case: str, wrf_dir: str | None = None, path: str | None = None) -> Path | None:
@@ -59,26 +62,3 @@ def find_run_dir(wrf_dir: str | None = None, path: str | None = None) -> Path | 
         if (cand / "wrf.exe").exists() and (cand / "LANDUSE.TBL").exists():
             return cand
     return None
-
-
-def linked_mpi_libraries(binary: str | Path) -> set[str]:
-    """MPI shared libraries a binary was linked against (``libmpi.so.40`` for
-    Open MPI, ``libmpi.so.12`` for the MPICH ABI shared by MPICH and Intel
-    MPI), read from its dynamic string table; empty for a static binary."""
-    data = Path(binary).read_bytes()
-    return {m.decode() for m in _MPI_SONAME_RE.findall(data)}
-
-
-#: MPI ABI (C library soname) of an environment's MPI stack, by feature.
-MPI_ABI_BY_FEATURE = {"openmpi": "libmpi.so.40", "impi": "libmpi.so.12", "mpich": "libmpi.so.12"}
-
-
-def mpi_mismatch(binary: str | Path, features: list[str] | set[str]) -> str | None:
-    """Why ``binary`` cannot run with an environment of these ``features``, or
-    None when it can (or when it cannot be told: no known ABI feature, static binary)."""
-    wanted = {MPI_ABI_BY_FEATURE[f] for f in features if f in MPI_ABI_BY_FEATURE}
-    linked = {lib for lib in linked_mpi_libraries(binary) if lib.startswith("libmpi.so.")}
-    if not wanted or not linked or wanted & linked:
-        return None
-    return (f"{binary} is linked against {', '.join(sorted(linked))}, this environment's MPI "
-            f"provides {', '.join(sorted(wanted))}")

@@ -352,6 +352,11 @@ class WrfFigures:
     first_step: float
     #: Wall time of all steps of the domain.
     total_seconds: float
+    #: Wall time of each steady step (s): the samples of the step time.
+    step_times: tuple[float, ...] = ()
+    #: Model seconds per wall-clock second of each steady step (those the timer
+    #: shows as 0 s left out): the samples of the speed.
+    step_speeds: tuple[float, ...] = ()
 
 
 def figures(log: WrfLog, domain: int = 1, time_step: float | None = None) -> WrfFigures:
@@ -380,7 +385,8 @@ def figures(log: WrfLog, domain: int = 1, time_step: float | None = None) -> Wrf
     wall = sum(times)
     if wall <= 0:
         raise ParseError(f"{log.source}: steady steps took 0 s in total: timer resolution?")
-    model = sum(s.dt if s.dt is not None else time_step for s in steady)
+    model_steps = [s.dt if s.dt is not None else time_step for s in steady]
+    model = sum(model_steps)
     return WrfFigures(
         time_step=time_step,
         steps_total=len(steps),
@@ -394,4 +400,7 @@ def figures(log: WrfLog, domain: int = 1, time_step: float | None = None) -> Wrf
         mean_output_step=statistics.fmean(s.seconds for s in output) if output else None,
         first_step=steps[0].seconds,
         total_seconds=sum(s.seconds for s in steps),
+        step_times=tuple(times),
+        # a step the timer shows as 0 s has no finite speed: left out
+        step_speeds=tuple(m / t for m, t in zip(model_steps, times, strict=True) if t > 0),
     )

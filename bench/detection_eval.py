@@ -1,0 +1,502 @@
+"""Detection tables from recorded lab runs (``bench/detection.py evaluate``).
+
+Replays the recorded runs through ``hpcval.judging`` the way a site's nightly
+validation would meet them:
+
+* **false alarms**: every clean run judged against the K clean runs recorded
+  before it (cyclically for the first ones), all figures together (Holm);
+* **single-run detection**: every degraded run judged against the K clean runs
+  recorded last before it;
+* **sustained drop**: trials of ``history`` clean runs followed by degraded runs
+  of one level in random order; at each new run the single-run verdict (against
+  the last K *accepted* runs: a degraded run that was not flagged is accepted,
+  as it would be) and the change points of the run medians are checked; the
+  trial counts the runs until either flags. The same procedure on clean runs
+  gives the rule's false alarms.
+* **fixed bands** (the old way): the reference is one clean run's median, the band
+  +-5 % or +-10 %; a value beyond the band on the worse side is `regressed`.
+
+Besides the 10 (or 20) trials that map one-to-one to recorded runs, each rate
+is also estimated by ``--trials`` random replays (runs drawn from the pools).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcval.judging import FigureData, JudgingSettings, judge_run, sustained_run
+
+Run = dict  # one recorded run: {"drop_pct", "figures": {name: samples}, ...}
+
+
+@dataclass
+class Pools:
+    figures: dict[str, dict]
+    clean: list[Run]
+    degraded: dict[int, list[Run]]
+
+
+def load(paths: Sequence[str | Path]) -> Pools:
+    figures: dict[str, dict] = {}
+    runs: list[Run] = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        figures.update(data["figures"])
+        runs += sorted(data["runs"], key=lambda r: r["started"])
+    runs.sort(key=lambda r: r["started"])
+    clean = [r for r in runs if r["drop_pct"] == 0]
+    degraded: dict[int, list[Run]] = {}
+    for r in runs:
+        if r["drop_pct"]:
+            degraded.setdefault(r["drop_pct"], []).append(r)
+    return Pools(figures, clean, dict(sorted(degraded.items())))
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def judge(pools: Pools, baseline: Sequence[Run], current: Run,
+          settings: JudgingSettings) -> dict[str, str]:
+    data = {name: FigureData([b["figures"][name] for b in baseline], current["figures"][name],
+                             meta["better"])
+            for name, meta in pools.figures.items()}
+    return {k: v.outcome for k, v in judge_run(data, settings).items()}
+
+
+def band_regressed(pools: Pools, reference: Run, current: Run, tol: float) -> dict[str, bool]:
+    out = {}
+    for name, meta in pools.figures.items():
+        ref = median(reference["figures"][name])
+        val = median(current["figures"][name])
+        out[name] = val < ref * (1 - tol) if meta["better"] == "higher" else val > ref * (1 + tol)
+    return out
+
+
+def before(runs: Sequence[Run], run: Run, k: int) -> list[Run]:
+    """The last k runs of ``runs`` recorded before ``run`` (cyclic for early ones)."""
+    earlier = [r for r in runs if r["started"] < run["started"] and r is not run]
+    if len(earlier) >= k:
+        return earlier[-k:]
+    later = [r for r in runs if r["started"] > run["started"]]
+    return (later + earlier)[-k:] if len(later) + len(earlier) >= k else []
+
+
+# --------------------------------------------------------------------------- the tables
+def false_alarms(pools: Pools, settings: JudgingSettings) -> dict:
+    names = list(pools.figures)
+    per_fig = dict.fromkeys(names, 0)
+    runs_hit = 0
+    outcomes: dict[str, int] = {}
+    for run in pools.clean:
+        base = before(pools.clean, run, settings.k)
+        verdict = judge(pools, base, run, settings)
+        for name, outcome in verdict.items():
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            per_fig[name] += outcome == "regressed"
+        runs_hit += any(o == "regressed" for o in verdict.values())
+    return {"runs": len(pools.clean), "runs_with_false": runs_hit, "per_figure": per_fig,
+            "outcomes": outcomes}
+
+
+def band_false(pools: Pools, tol: float) -> dict:
+    names = list(pools.figures)
+    per_fig = dict.fromkeys(names, 0)
+    runs_hit = 0
+    for i, run in enumerate(pools.clean):
+        ref = pools.clean[i - 1]  # the previous clean run captured the references
+        hit = band_regressed(pools, ref, run, tol)
+        for name in names:
+            per_fig[name] += hit[name]
+        runs_hit += any(hit.values())
+    return {"runs": len(pools.clean), "runs_with_false": runs_hit, "per_figure": per_fig}
+
+
+def single_detection(pools: Pools, settings: JudgingSettings) -> dict[int, dict]:
+    out = {}
+    for drop, runs in pools.degraded.items():
+        per_fig = dict.fromkeys(pools.figures, 0)
+        outcomes = {name: {} for name in pools.figures}
+        any_hit = 0
+        for run in runs:
+            verdict = judge(pools, before(pools.clean, run, settings.k), run, settings)
+            for name, o in verdict.items():
+                per_fig[name] += o == "regressed"
+                outcomes[name][o] = outcomes[name].get(o, 0) + 1
+            any_hit += any(o == "regressed" for o in verdict.values())
+        out[drop] = {"runs": len(runs), "per_figure": per_fig, "any": any_hit,
+                     "outcomes": outcomes}
+    return out
+
+
+def band_detection(pools: Pools, tol: float) -> dict[int, dict]:
+    out = {}
+    for drop, runs in pools.degraded.items():
+        per_fig = dict.fromkeys(pools.figures, 0)
+        for run in runs:
+            ref = before(pools.clean, run, 1)[0]
+            for name, hit in band_regressed(pools, ref, run, tol).items():
+                per_fig[name] += hit
+        out[drop] = {"runs": len(runs), "per_figure": per_fig}
+    return out
+
+
+def sustained_trial(pools: Pools, history: list[Run], new: list[Run],
+                    settings: JudgingSettings) -> dict[str, int | None]:
+    """Runs after the start of ``new`` until each figure is flagged (1-based), or None.
+    Each new run is judged as a whole (all figures, corrected), against the last K
+    accepted runs; a run that flags nothing is accepted into the baseline. The
+    sustained rule looks at the run medians of the accepted history plus the new
+    runs so far, corrected across figures too."""
+    names = list(pools.figures)
+    first: dict[str, int | None] = dict.fromkeys(names)
+    accepted = list(history)
+    medians = {n: [median(r["figures"][n]) for r in history] for n in names}
+    for j, run in enumerate(new, start=1):
+        data = {n: FigureData([r["figures"][n] for r in accepted[-settings.for_figure(n).k:]],
+                              run["figures"][n], pools.figures[n]["better"]) for n in names}
+        verdicts = judge_run(data, settings)
+        for n in names:
+            medians[n].append(median(run["figures"][n]))
+        flagged = sustained_run({n: (medians[n], pools.figures[n]["better"]) for n in names},
+                                settings)
+        hit = False
+        for n in names:
+            if first[n] is None and (verdicts[n].outcome == "regressed" or n in flagged):
+                first[n] = j
+                hit = True
+        if not hit:
+            accepted.append(run)
+    return first
+
+
+def band_trial(pools: Pools, name: str, reference: Run, new: list[Run], tol: float) -> int | None:
+    for j, run in enumerate(new, start=1):
+        if band_regressed(pools, reference, run, tol)[name]:
+            return j
+    return None
+
+
+def sustained(pools: Pools, settings: JudgingSettings, history_len: int, steps: int,
+              trials: int, seed: int, names: Sequence[str] | None = None,
+              drops: Sequence[int] | None = None) -> dict:
+    """Runs-until-flagged per level and figure over ``trials`` seeded trials; level 0 is
+    clean runs after clean runs (the rule's false alarms)."""
+    rng = random.Random(seed)
+    out: dict = {}
+    levels = {0: pools.clean, **pools.degraded}
+    for drop, pool in levels.items():
+        if drops is not None and drop not in drops:
+            continue
+        use = list(names or pools.figures)
+        res: dict[str, dict] = {n: {"new": [], "band5": [], "band10": []} for n in use}
+        for _ in range(trials):
+            if drop == 0:
+                order = rng.sample(pools.clean, len(pools.clean))
+                n_hist = min(history_len, len(order) - steps)
+                history, new = order[:n_hist], order[n_hist:n_hist + steps]
+            else:
+                history = rng.sample(pools.clean, min(history_len, len(pools.clean)))
+                new = rng.sample(pool, min(steps, len(pool)))
+            first = sustained_trial(pools, history, new, settings)
+            hits = [v for v in first.values() if v is not None]
+            res.setdefault("__any__", {"new": []})["new"].append(min(hits) if hits else None)
+            for name in use:
+                res[name]["new"].append(first[name])
+                res[name]["band5"].append(band_trial(pools, name, history[-1], new, 0.05))
+                res[name]["band10"].append(band_trial(pools, name, history[-1], new, 0.10))
+        out[drop] = res
+    return out
+
+
+def within(counts: list[int | None], n: int) -> int:
+    return sum(1 for c in counts if c is not None and c <= n)
+
+
+def replay_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: int) -> dict:
+    """Single-run rates over random draws: a baseline of K clean runs, then one clean
+    run (false alarms, per run over all figures) or one degraded run (detections, per
+    figure)."""
+    rng = random.Random(seed)
+    k = settings.k
+    false_runs = 0
+    for _ in range(trials):
+        runs = rng.sample(pools.clean, k + 1)
+        verdict = judge(pools, runs[:k], runs[k], settings)
+        false_runs += any(o == "regressed" for o in verdict.values())
+    out: dict = {"false_run_rate": false_runs / trials, "detect": {}}
+    for drop, pool in pools.degraded.items():
+        hits = dict.fromkeys(pools.figures, 0)
+        for _ in range(trials):
+            verdict = judge(pools, rng.sample(pools.clean, k), rng.choice(pool), settings)
+            for name, o in verdict.items():
+                hits[name] += o == "regressed"
+        out["detect"][drop] = {n: h / trials for n, h in hits.items()}
+    return out
+
+
+# --------------------------------------------------------------------------- noise
+def noise(pools: Pools) -> dict[str, dict]:
+    """Run-to-run CV of run medians, within-run CV, variance components and a
+    normality test of log medians, for the clean runs."""
+    import numpy as np
+    from scipy import stats
+
+    out = {}
+    for name in pools.figures:
+        logs = [np.log(np.asarray(r["figures"][name])) for r in pools.clean]
+        med = np.array([np.median(x) for x in logs])
+        within_var = float(np.mean([np.var(x, ddof=1) for x in logs]))
+        n = float(np.mean([x.size for x in logs]))
+        # one-way random effects (ANOVA estimator) on log samples
+        means = np.array([x.mean() for x in logs])
+        between_ms = n * float(np.var(means, ddof=1))
+        between_var = max((between_ms - within_var) / n, 0.0)
+        icc = between_var / (between_var + within_var) if between_var + within_var else 0.0
+        raw = np.array([np.median(r["figures"][name]) for r in pools.clean])
+        shapiro = stats.shapiro(med) if med.size >= 3 else None
+        # naive test: pool the samples of two clean runs as independent (Welch on samples)
+        naive_sig = 0
+        pairs = 0
+        for i in range(len(logs)):
+            for j in range(i + 1, len(logs)):
+                pairs += 1
+                naive_sig += stats.ttest_ind(logs[i], logs[j], equal_var=False).pvalue < 0.05
+        out[name] = {
+            "median": float(np.median(raw)),
+            "cv_runs": float(np.std(raw, ddof=1) / np.mean(raw)),
+            "sd_log_medians": float(np.std(med, ddof=1)),
+            "within_sd_log": float(np.sqrt(within_var)),
+            "between_sd_log": float(np.sqrt(between_var)),
+            "icc": icc,
+            "shapiro_p": float(shapiro.pvalue) if shapiro is not None else None,
+            "naive_pairs_significant": naive_sig / pairs if pairs else None,
+        }
+    return out
+
+
+def calibration(pools: Pools, k: int, trials: int, seed: int) -> dict[str, float]:
+    """Share of clean runs whose one-sided p (worse direction, no threshold, no
+    correction) is below 0.05 against K other random clean runs: 0.05 if the
+    prediction interval is right, far more if it is too narrow."""
+    from hpcval.judging import FigureSettings, judge_figure
+
+    rng = random.Random(seed)
+    fs = FigureSettings(k=k, threshold=0.0)
+    out = {}
+    for name, meta in pools.figures.items():
+        low = 0
+        for _ in range(trials):
+            runs = rng.sample(pools.clean, k + 1)
+            v = judge_figure([r["figures"][name] for r in runs[:k]], runs[k]["figures"][name],
+                             meta["better"], fs)
+            low += v.worse_by is not None and v.worse_by > 0 and v.p_value < 0.05
+        out[name] = low / trials
+    return out
+
+
+def level_shift(pools: Pools) -> dict[int, dict[str, float]]:
+    """Median of degraded runs' medians relative to the clean runs' (expected: -drop)."""
+    out = {}
+    for drop, runs in pools.degraded.items():
+        out[drop] = {}
+        for name in pools.figures:
+            clean = median([median(r["figures"][name]) for r in pools.clean])
+            deg = median([median(r["figures"][name]) for r in runs])
+            out[drop][name] = deg / clean - 1
+    return out
+
+
+# --------------------------------------------------------------------------- report
+def report(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
+           history_len: int = 12) -> tuple[str, dict]:
+    lines: list[str] = []
+    names = list(pools.figures)
+    summary: dict = {"settings": {"k": settings.k, "threshold": settings.threshold,
+                                  "alpha": settings.alpha, "correction": settings.correction},
+                     "clean_runs": len(pools.clean),
+                     "degraded_runs": {d: len(r) for d, r in pools.degraded.items()}}
+    nz = noise(pools)
+    summary["noise"] = nz
+    lines.append(f"clean runs: {len(pools.clean)}; degraded: "
+                 + ", ".join(f"{d}%: {len(r)}" for d, r in pools.degraded.items()))
+    lines.append("")
+    cal = calibration(pools, settings.k, trials, seed)
+    summary["calibration"] = cal
+    lines.append("| figure | clean median | run-to-run CV | within-run sd (log) | "
+                 "between-run sd (log) | between share | Shapiro p (log medians) | "
+                 "pairs of clean runs 'different' by a pooled-sample t-test | "
+                 "clean runs with p < 0.05 (nominal 5 %) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        z = nz[name]
+        unit = pools.figures[name]["unit"]
+        lines.append(f"| {name} | {z['median']:.4g} {unit} | {z['cv_runs']:.1%} | "
+                     f"{z['within_sd_log']:.3f} | {z['between_sd_log']:.3f} | {z['icc']:.0%} | "
+                     f"{z['shapiro_p']:.2f} | {z['naive_pairs_significant']:.0%} | "
+                     f"{cal[name]:.1%} |")
+    shift = level_shift(pools)
+    summary["level_shift"] = shift
+    lines.append("")
+    lines.append("level of degraded runs vs clean (median of run medians):")
+    lines.append("| link rate | " + " | ".join(names) + " |")
+    lines.append("|---" * (len(names) + 1) + "|")
+    for drop, vals in shift.items():
+        lines.append(f"| -{drop} % | " + " | ".join(f"{vals[n]:+.1%}" for n in names) + " |")
+
+    lines.append("")
+    lines.append("bw_1MiB / (link rate x (1 - competing share)), median per level "
+                 "(1.00: the figure is the bandwidth left to it on the link):")
+    eff = {}
+    for drop, runs in {0: pools.clean, **pools.degraded}.items():
+        eff[drop] = median([median(r["figures"]["bw_1MiB"])
+                            / (r["rate_mbit"] / 8 * (1 - r["background_share"])) for r in runs])
+    summary["efficiency"] = eff
+    lines.append(" | ".join(f"-{d} %: {e:.3f}" for d, e in eff.items()))
+
+    fa = false_alarms(pools, settings)
+    b5, b10 = band_false(pools, 0.05), band_false(pools, 0.10)
+    det = single_detection(pools, settings)
+    d5, d10 = band_detection(pools, 0.05), band_detection(pools, 0.10)
+    sus = sustained(pools, settings, history_len, 6, 10, seed)
+    sus_many = sustained(pools, settings, history_len, 6, trials, seed + 1)
+    summary.update({"false_alarms": fa, "band5_false": b5, "band10_false": b10,
+                    "single": det, "band5_single": d5, "band10_single": d10})
+
+    lines.append("")
+    lines.append(f"false `regressed` in clean runs (each judged against the {settings.k} "
+                 "clean runs before it; runs with any false regressed, over all figures): "
+                 f"new verdicts {fa['runs_with_false']}/{fa['runs']}, band 5 % "
+                 f"{b5['runs_with_false']}/{b5['runs']}, band 10 % "
+                 f"{b10['runs_with_false']}/{b10['runs']}")
+    lines.append(f"outcomes of the clean runs' figures: {fa['outcomes']}")
+    rep = replay_rates(pools, settings, trials, seed)
+    summary["replay"] = rep
+    lines.append(f"replays ({trials}): clean runs with any false `regressed` "
+                 f"{rep['false_run_rate']:.1%}; single-run `regressed` per figure: "
+                 + "; ".join(f"-{d} %: " + ", ".join(f"{n} {r:.0%}" for n, r in v.items())
+                             for d, v in rep["detect"].items()))
+    any10, anym = sus[0]["__any__"]["new"], sus_many[0]["__any__"]["new"]
+    lines.append(f"false flags (verdicts + change points, any figure) within 6 clean runs "
+                 f"after {history_len}: {within(any10, 6)}/10 trials, "
+                 f"{within(anym, 6) / trials:.0%} of {trials} replays")
+    summary["false_flag_any"] = {"trials10": within(any10, 6),
+                                 "replay": within(anym, 6) / trials}
+    for name in names:
+        lines.append("")
+        lines.append(f"### {name} ({pools.figures[name]['unit']}, "
+                     f"{pools.figures[name]['better']} is better)")
+        lines.append("")
+        lines.append("| | new verdicts | band +-5 % | band +-10 % |")
+        lines.append("|---|---|---|---|")
+        lines.append(f"| false `regressed` per clean run | {fa['per_figure'][name]}/{fa['runs']} "
+                     f"| {b5['per_figure'][name]}/{b5['runs']} "
+                     f"| {b10['per_figure'][name]}/{b10['runs']} |")
+        fa_rule = sus[0][name]
+        fa_rule_many = sus_many[0][name]
+        lines.append(
+            "| false flag within 6 clean runs (verdicts + change points; replays) | "
+            f"{within(fa_rule['new'], 6)}/10 "
+            f"({within(fa_rule_many['new'], 6) / trials:.0%}) | "
+            f"{within(fa_rule['band5'], 6)}/10 ({within(fa_rule_many['band5'], 6) / trials:.0%}) | "
+            f"{within(fa_rule['band10'], 6)}/10 "
+            f"({within(fa_rule_many['band10'], 6) / trials:.0%}) |")
+        for drop in pools.degraded:
+            s = det[drop]
+            lines.append(
+                f"| -{drop} %: `regressed` on the run (single-run) | "
+                f"{s['per_figure'][name]}/{s['runs']} | {d5[drop]['per_figure'][name]}/"
+                f"{d5[drop]['runs']} | {d10[drop]['per_figure'][name]}/{d10[drop]['runs']} |")
+        for drop in pools.degraded:
+            c, cm = sus[drop][name], sus_many[drop][name]
+            cells = []
+            for key in ("new", "band5", "band10"):
+                hits = [x for x in c[key] if x is not None]
+                med = f"median {statistics.median(hits):g}" if hits else "never"
+                cells.append(f"{within(c[key], 1)}/{within(c[key], 3)}/{within(c[key], 6)} "
+                             f"of 10, {med} ({within(cm[key], 3) / trials:.0%} within 3)")
+            lines.append(f"| -{drop} % sustained: flagged within 1/3/6 runs | "
+                         + " | ".join(cells) + " |")
+        summary.setdefault("sustained", {})[name] = {
+            str(d): {k: {"within1": within(v, 1), "within3": within(v, 3),
+                         "within6": within(v, 6),
+                         "replay_within1": within(sus_many[d][name][k], 1) / trials,
+                         "replay_within3": within(sus_many[d][name][k], 3) / trials,
+                         "replay_within6": within(sus_many[d][name][k], 6) / trials}
+                     for k, v in sus[d][name].items()}
+            for d in sus}
+    return "\n".join(lines), summary
+
+
+def sensitivity(pools: Pools, trials: int, seed: int, history_len: int,
+                figure: str = "bw_1MiB") -> tuple[str, dict]:
+    """How K and the correction change the rates (replays), for one figure."""
+    lines = [f"sensitivity ({figure}, {trials} replays each): false = clean runs with any "
+             "false `regressed` over all figures; detect = single-run `regressed`; "
+             "sustained = flagged within 3 runs (-10 %) / 6 runs (-5 %), of 100 trials",
+             "",
+             "| K | correction | false per clean run | detect -10 % | detect -20 % "
+             "| -10 % within 3 | -5 % within 6 | false flag within 6 clean runs |",
+             "|---|---|---|---|---|---|---|---|"]
+    out = {}
+    for k in (5, 10):
+        for correction in ("holm", "bh"):
+            settings = JudgingSettings(k=k, correction=correction)
+            rates = replay_rates(pools, settings, trials, seed)
+            sus = sustained(pools, settings, max(history_len, k + 2), 6, 100, seed,
+                            names=[figure], drops=[0, 5, 10])
+            row = {
+                "false": rates["false_run_rate"],
+                "d10": rates["detect"].get(10, {}).get(figure),
+                "d20": rates["detect"].get(20, {}).get(figure),
+                "s10": within(sus[10][figure]["new"], 3) / 100 if 10 in sus else None,
+                "s5": within(sus[5][figure]["new"], 6) / 100 if 5 in sus else None,
+                "s0": within(sus[0][figure]["new"], 6) / 100,
+            }
+            out[f"k{k}-{correction}"] = row
+            lines.append(f"| {k} | {correction} | " + " | ".join(
+                "-" if row[c] is None else f"{row[c]:.1%}"
+                for c in ("false", "d10", "d20", "s10", "s5", "s0")) + " |")
+    return "\n".join(lines), out
+
+
+def main(args: argparse.Namespace) -> int:
+    pools = load(args.data)
+    settings = JudgingSettings(k=args.k, threshold=args.threshold, alpha=args.alpha,
+                               correction=args.correction)
+    text, summary = report(pools, settings, args.trials, args.seed, args.history)
+    print(text)
+    if args.sensitivity:
+        text, summary["sensitivity"] = sensitivity(pools, args.trials, args.seed, args.history)
+        print()
+        print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("data", nargs="+", help="recorded runs (bench/detection.py record)")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--threshold", type=float, default=0.05)
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--correction", default="holm", choices=["holm", "bh"])
+    p.add_argument("--history", type=int, default=12,
+                   help="clean runs before a sustained drop in the trials")
+    p.add_argument("--trials", type=int, default=500)
+    p.add_argument("--seed", type=int, default=14)
+    p.add_argument("--json", help="also write the numbers here")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="also compare K = 5 / 10 and holm / bh by replays")
+    return p
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(parser().parse_args()))

@@ -1,0 +1,125 @@
+"""Environment faults: a full or read-only results store, a corrupt or
+locked store, two validations at once. Exit 3 (environment fault) naming the
+path and what to do; nothing stored is lost. These exercise the run ids,
+site lock and results store described in the design notes (runner.py,
+lock.py, store.py), run here with the fake benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from .conftest import (
+    BIN,
+    CHECKS,
+    OK_RUN,
+    TRACEBACK,
+    Result,
+    assert_clean_failure,
+    make_checkout,
+    run,
+    run_inprocess,
+    tree_digest,
+)
+
+pytestmark = pytest.mark.integration
+
+OK = OK_RUN
+
+
+def _runs_in_history(root: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> int:
+    res = run_inprocess(root, "history", "--site", "local", "--json",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 0, res.output
+    data = json.loads(res.stdout)
+    return len(data if isinstance(data, list) else data.get("runs", []))
+
+
+def test_full_var(tmp_path: Path, mount_tmpfs) -> None:
+    root = make_checkout(tmp_path)
+    tiny = mount_tmpfs("64k")
+    (tiny / "filler").write_bytes(b"\0" * 60_000)
+    res = run(root, *OK, env={"HPCVAL_VAR": str(tiny)})
+    assert_clean_failure(res, 3, str(tiny), "disk full")
+
+
+def test_read_only_var(tmp_path: Path, mount_tmpfs) -> None:
+    root = make_checkout(tmp_path)
+    ro = mount_tmpfs("1m", readonly=True)
+    res = run(root, *OK, env={"HPCVAL_VAR": str(ro)})
+    assert_clean_failure(res, 3, str(ro))
+    assert "read-only" in res.error_line().lower() or "Read-only" in res.error_line()
+
+
+def test_hpcval_var_with_shell_characters(tmp_path: Path) -> None:
+    root = make_checkout(tmp_path)
+    res = run(root, *OK, env={"HPCVAL_VAR": str(tmp_path / "v$(touch INJ_VAR)")})
+    assert_clean_failure(res, 2, "HPCVAL_VAR")
+    assert not list(tmp_path.rglob("INJ_VAR")) and not Path("INJ_VAR").exists()
+
+
+def test_corrupt_store_named_and_rebuilt(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    db = stored / "var" / "local" / "history.sqlite"
+    assert db.is_file()
+    runs_before = _runs_in_history(stored, monkeypatch, capsys)
+    reports = tree_digest(stored / "var" / "local" / "reports")
+    db.write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    res = run_inprocess(stored, "history", "--site", "local", monkeypatch=monkeypatch,
+                        capsys=capsys)
+    assert_clean_failure(res, 3, str(db), "hpcval store rebuild")
+    # a run on a corrupt store: kept in its JSON report, exit 3, the store named
+    res = run(stored, *OK)
+    assert res.returncode == 3, res.output
+    assert TRACEBACK not in res.output
+    assert "history.sqlite" in res.stderr and "kept in" in res.stderr
+    assert tree_digest(stored / "var" / "local" / "reports").items() >= reports.items()
+    rebuilt = run_inprocess(stored, "store", "rebuild", "--site", "local",
+                            monkeypatch=monkeypatch, capsys=capsys)
+    assert rebuilt.returncode == 0, rebuilt.output
+    # nothing lost, the run made on the corrupt store included
+    assert _runs_in_history(stored, monkeypatch, capsys) == runs_before + 1
+
+
+def test_lock_held_names_holder(stored: Path) -> None:
+    """Another validation holds the site lock: a second one waits its
+    --lock-timeout and exits 3 naming the holder; the store is unchanged."""
+    from hpcval.lock import site_lock
+
+    before = tree_digest(stored / "var" / "local" / "reports")
+    with site_lock(stored / "var" / "local" / "validate.lock", "validate run HOLDER-TEST", 5):
+        res = run(stored, "validate", "--site", "local", "--lock-timeout", "1", "--",
+                  "-c", str(CHECKS), "-n", "fake_imb_check.*mode=ok$")
+    assert_clean_failure(res, 3, "validate.lock", "HOLDER-TEST", "--lock-timeout")
+    assert tree_digest(stored / "var" / "local" / "reports") == before
+
+
+def test_two_validations_at_once_both_stored(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Started together: both complete, both are stored, each prints its own verdict."""
+    runs_before = _runs_in_history(stored, monkeypatch, capsys)
+    results: list[Result] = []
+
+    def one() -> None:
+        proc = subprocess.run([str(BIN / "hpcval"), *OK], cwd=stored, text=True,
+                              capture_output=True, timeout=600,
+                              env={**os.environ, "HPCVAL_ROOT": str(stored)})
+        results.append(Result(proc.returncode, proc.stdout, proc.stderr))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.returncode for r in results] == [0, 0], [r.output for r in results]
+    ids = {w for r in results for w in r.stdout.split() if "Z-" in w and w[:8].isdigit()}
+    assert len(ids) >= 2
+    assert _runs_in_history(stored, monkeypatch, capsys) == runs_before + 2
