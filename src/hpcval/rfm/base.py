@@ -46,7 +46,7 @@ from hpcval.rfm.site import (
 )
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
 
-# Topologies of the partitions, by full name (detected once per session).
+# Topologies of the partitions, by full name (detected once per ReFrame run).
 _TOPOLOGIES: dict[str, topology.Topology] = {}
 
 # Validated references files, keyed by (path, mtime), so that each file is read
