@@ -1,11 +1,18 @@
-"""History verdicts for real on the `local` site: a history of clean runs, then
-a run made worse on purpose (Intel MPI forced onto TCP over loopback instead of
-shared memory: a real, slower path). Its verdict names the check, the figure,
-the medians, the change with its interval and the p-value, says the figure got
-worse, and a `regressed` verdict fails the run and leaves it out of baselines.
-Whether three baseline runs resolve the change depends on how much this
-machine's clean runs differ (docs/judging.md); the statistics themselves are
-tested on seeded samples in tests/unit/test_judging.py."""
+"""History verdicts for real on the `local` site: a history of clean runs, a
+clean repeat judged against it, then a run made worse on purpose (Intel MPI
+forced onto TCP over loopback instead of shared memory: a real path, 8-byte
+latency about 25 times longer). The clean repeat is not `regressed`; the slow
+run is, exits 1, names the check, the figure, the medians, the change with its
+interval and the p-value, and stays out of later baselines.
+
+The settings are the defaults (K = 5 baseline runs, alpha 0.05, Holm) with a
+practical threshold of 50 %, and 95 % for bandwidth: on a shared 2-core VM,
+IMB's 1-4 MiB shared-memory bandwidth is bimodal between launches (some run at
+~25 GB/s, others at ~2 GB/s, as slow as TCP: docs/judging.md, "The local
+site"), so a clean run can really be ten times slower there, and bandwidth
+cannot tell the degraded path from an unlucky launch. The statistics
+themselves are tested on seeded samples in tests/unit/test_judging.py, their
+false-alarm and miss rates measured on the lab (docs/judging.md)."""
 
 from __future__ import annotations
 
@@ -30,37 +37,48 @@ pytestmark = [
 WARM = ["-n", "imb_pingpong_check%cache=warm", "-S", "repetitions=100"]
 #: a slower path that is really there: TCP over loopback instead of shared memory
 DEGRADED = {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo"}
+K = 5
+VERDICT = re.compile(r"^\s*(REGRESSED|INCONCLUSIVE|WARN|IMPROVED) (\S+ %\S+)@(\S+) (\w+): (.*)$",
+                     re.MULTILINE)
 
 
-def _verdict_lines(out: str, figure: str) -> list[str]:
-    return [ln.strip() for ln in out.splitlines()
-            if ln.strip().split(" ", 1)[0] in ("REGRESSED", "INCONCLUSIVE", "WARN", "IMPROVED")
-            and f" {figure}:" in ln]
+def _verdicts(out: str) -> list[tuple[str, str, str, str]]:
+    """(outcome, check, figure, message) of every verdict line printed."""
+    return [(m[1], m[2], m[4], m[5]) for m in VERDICT.finditer(out)]
 
 
 def test_regression_against_history(checkout: Path, hpcval: HpcvalRunner):
     site = checkout / "site-configs" / "local"
-    (site / "judging.yaml").write_text("k: 3\nalpha: 0.05\n")
-    for _ in range(3):
+    (site / "judging.yaml").write_text(
+        f"k: {K}\nthreshold: 50%\nfigures:\n  '*/bw_*': {{threshold: 95%}}\n")
+    for i in range(K):
         clean = hpcval(checkout, "validate", "--site", "local", "--", *WARM)
-        assert "REGRESSED" not in clean.stdout, clean.stdout + clean.stderr
-    assert "no-baseline" in clean.stdout
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        # fewer than K accepted runs before it: no baseline, never a pass
+        assert "no-baseline" in clean.stdout, clean.stdout
+        assert not _verdicts(clean.stdout)
+
+    repeat = hpcval(checkout, "validate", "--site", "local", "--", *WARM)
+    out = repeat.stdout + repeat.stderr
+    assert "no-baseline" not in repeat.stdout, out
+    assert not [v for v in _verdicts(out) if v[0] == "REGRESSED"], out
+    assert repeat.returncode == 0, out
+
     slow = hpcval(checkout, "validate", "--site", "local", "--", *WARM,
                   env={**os.environ, **DEGRADED})
     out = slow.stdout + slow.stderr
-    # TCP over loopback is several times slower than shared memory: the figure
-    # moved for the worse, and the verdict says by how much and how sure; on a
-    # machine whose clean runs already differ several times over, three
-    # baseline runs may not resolve it (INCONCLUSIVE, with what would)
-    (line,) = _verdict_lines(out, "bw_1MiB")
-    assert line.startswith(("REGRESSED", "INCONCLUSIVE")), out
-    assert "imb_pingpong_check %cache=warm" in line
-    assert re.search(r"baseline median [\d.,]+ MB/s, now [\d.,]+ MB/s, change -\d", line), line
-    assert re.search(r"\[CI -?[\d.,]+ % \.\. [-+]?[\d.,]+ %\], p = ", line), line
+    regressed = [v for v in _verdicts(out) if v[0] == "REGRESSED"]
+    assert "lat_8B" in [v[2] for v in regressed], out
+    assert slow.returncode == 1, out
+    for _, check, figure, message in regressed:
+        assert check == "imb_pingpong_check %cache=warm"
+        assert figure.startswith(("bw_", "lat_")), figure
+        direction = "-" if figure.startswith("bw_") else r"\+"
+        assert re.match(rf"baseline median [\d.,]+ (MB/s|us), now [\d.,]+ (MB/s|us), "
+                        rf"change {direction}[\d.,]+ % \[CI [-+][\d.,]+ % \.\. [-+][\d.,]+ %\], "
+                        r"p = [\d.e-]+ \(adjusted [\d.e-]+\)", message), message
+    assert re.search(r"History verdicts: \d+ regressed", out), out
+
     runs = Store(checkout / "var" / "local" / "history.sqlite").runs()
-    if any(ln.startswith("REGRESSED") for ln in _verdict_lines(out, "bw_1MiB")):
-        # a regression fails the run and stays out of later baselines
-        assert slow.returncode == 1
-        assert runs[-1]["result"] == "regressed" and not runs[-1]["accepted"]
-    else:
-        assert runs[-1]["result"] != "regressed" and runs[-1]["accepted"]
+    assert runs[-1]["result"] == "regressed" and not runs[-1]["accepted"]
+    assert all(r["accepted"] for r in runs[:-1])
