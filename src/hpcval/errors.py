@@ -82,3 +82,11 @@ class StoreError(EnvironmentFault):
 
 class LockTimeout(EnvironmentFault):
     """A lock is held by another process for longer than we wait."""
+
+
+def input_failure(fail_reason: str | None) -> bool:
+    """True where a test case failed for wrong input (its references or its
+    site config), not for what it measured: ReFrame writes the exception's
+    class name first (``references failure: ...``, ``config failure: ...``)."""
+    return bool(fail_reason) and str(fail_reason).startswith(
+        ("references failure:", "config failure:"))

@@ -20,6 +20,7 @@ Exit codes: :mod:`hpcval.errors`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -36,7 +37,9 @@ from hpcval.errors import (
     EXIT_INPUT,
     EXIT_OK,
     EnvironmentFault,
+    HpcvalError,
     InputError,
+    input_failure,
 )
 from hpcval.fileio import atomic_write, os_fault
 from hpcval.lock import site_lock
@@ -81,6 +84,48 @@ def reframe_command() -> list[str]:
 def check_site_references(site: Site) -> refs.ReferencesFile:
     """Validate a site's references file against the checks in the tree."""
     return refs.check_site_files(site.dir, site.root / "reframe-checks", site.references)
+
+
+#: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
+SITE_FILES_STAMP = "site-files.checked"
+
+
+def _site_files_stamp(site: Site) -> str:
+    """Every input of :func:`check_site_references` (the site's files by
+    content, the check files and hpcval's checking code by mtime and size) with
+    the versions of hpcval and ReFrame: equal stamps, equal verdict."""
+    from importlib import metadata
+
+    from hpcval import audit
+
+    parts = []
+    for dist in ("hpcval", "ReFrame-HPC"):
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist} -")
+    for site_file in (site.references, site.dir / audit.EXPECTATIONS_FILE):
+        try:  # the site's own files by content: an edit is never missed
+            parts.append(f"{site_file} {hashlib.sha256(site_file.read_bytes()).hexdigest()}")
+        except OSError:
+            parts.append(f"{site_file} -")
+    files = [Path(refs.__file__), Path(audit.__file__)]
+    for directory in (site.root / "reframe-checks", Path(refs.__file__).resolve().parent / "rfm"):
+        files += sorted(directory.rglob("*.py"))
+    for file in files:
+        try:
+            st = file.stat()
+            parts.append(f"{file} {st.st_mtime_ns} {st.st_size}")
+        except OSError:
+            parts.append(f"{file} -")
+    return "\n".join(parts) + "\n"
+
+
+def _site_files_checked(site: Site, stamp: str) -> bool:
+    try:
+        return (site.var / SITE_FILES_STAMP).read_text() == stamp
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def latest_report(site: Site) -> Path:
@@ -208,13 +253,23 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
     """Run every check on the site (or those ``reframe_args`` select), store
     the run and judge it; with ``record``, write references instead."""
     site = Site.load(site_name, root)
+    stamp = ""
     if not record:
         if not site.references.exists():
             raise InputError(
                 f"{site.references}: the site has no references yet; run `hpcval validate "
                 f"--site {site.name} --record` once to measure and write them")
-        check_site_references(site)
+        # the full check parses every check file and imports ReFrame: skipped
+        # when none of its inputs changed since it last passed
+        stamp = _site_files_stamp(site)
+        if _site_files_checked(site, stamp):
+            stamp = ""
+        else:
+            check_site_references(site)
     _preflight(site)
+    if not record and stamp:
+        with contextlib.suppress(HpcvalError, OSError):  # only a cache
+            atomic_write(site.var / SITE_FILES_STAMP, stamp, "noting the checked site files")
     run_id = new_run_id()
     report_path = site.report_path(run_id)
     cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.root / "reframe-checks"),
@@ -271,8 +326,6 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
               file=sys.stderr)
         return Outcome(EXIT_ENVIRONMENT, report, html, rc, run_id)
-    from hpcval.rfm.base import input_failure
-
     wrong = next((c for c in report.failures if input_failure(c.fail_reason)), None)
     if wrong is not None:
         # references or site config found wrong while the run was set up: input, exit 2

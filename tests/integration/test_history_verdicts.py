@@ -51,7 +51,7 @@ def test_regression_against_history(checkout: Path, hpcval: HpcvalRunner):
     site = checkout / "site-configs" / "local"
     (site / "judging.yaml").write_text(
         f"k: {K}\nthreshold: 50%\nfigures:\n  '*/bw_*': {{threshold: 95%}}\n")
-    for i in range(K):
+    for _ in range(K):
         clean = hpcval(checkout, "validate", "--site", "local", "--", *WARM)
         assert clean.returncode == 0, clean.stdout + clean.stderr
         # fewer than K accepted runs before it: no baseline, never a pass

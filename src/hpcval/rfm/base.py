@@ -71,14 +71,6 @@ class ConfigFailure(ReframeError):
     """A site config value that would reach a job script unsafely."""
 
 
-def input_failure(fail_reason: str | None) -> bool:
-    """True where a test case failed for wrong input (its references or its
-    site config), not for what it measured: ReFrame writes the exception's
-    class name first (``references failure: ...``, ``config failure: ...``)."""
-    return bool(fail_reason) and str(fail_reason).startswith(
-        ("references failure:", "config failure:"))
-
-
 def _known_check_names(test: Any) -> set[str]:
     names: set[str] = set()
     stack = list(HpcvalTest.__subclasses__())

@@ -26,9 +26,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-from scipy.stats import mannwhitneyu, median_abs_deviation, norm
-
 from hpcval.vet.schedule import Pair
 
 
@@ -173,6 +170,8 @@ def robust_center_scale(values: Sequence[float], floor: float,
     if better is not None:
         side = [v for v in values if (v >= center if better == "higher" else v <= center)]
         pool = side + [2 * center - v for v in side]  # mirrored: symmetric around center
+    from scipy.stats import median_abs_deviation  # scipy is imported only to judge
+
     scale = float(median_abs_deviation(pool, scale="normal")) if len(pool) > 1 else 0.0
     return center, max(scale, floor * abs(center), 1e-12)
 
@@ -228,6 +227,9 @@ def rank_test(mine: Sequence[float], others: Sequence[float], better: str) -> fl
     """One-sided Mann-Whitney p that ``mine`` is worse than ``others``: scipy's
     (exact where it can be) for small pools, the normal approximation with a
     sorted pool for large ones (thousands of pairs in a simulated partition)."""
+    import numpy as np
+    from scipy.stats import mannwhitneyu, norm
+
     if len(others) < 2000:
         alt = "less" if better == "higher" else "greater"
         return float(mannwhitneyu(mine, others, alternative=alt).pvalue)
