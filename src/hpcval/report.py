@@ -280,7 +280,7 @@ th{background:#f0f0f0;text-align:left;white-space:nowrap;overflow-wrap:normal}td
 pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}
 .plots{display:flex;flex-wrap:wrap;gap:1em}
 figure{margin:0 0 1.5em 0;max-width:100%}svg{max-width:100%;height:auto}
-figcaption{font-size:.85em;max-width:640px}
+figcaption{font-size:.85em;max-width:640px;overflow-wrap:anywhere}
 """
 
 

@@ -108,3 +108,67 @@ def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, floa
                    f"L{x - 6:.1f} {y:.1f} Z' fill='{colour}'/>")
     out.append("</svg>")
     return "".join(out)
+
+
+def history_panel(title: str, y_label: str, runs: list[list[float]], medians: list[float],
+                  change_at: list[tuple[int, str]], rejected: list[int]) -> str | None:
+    """One figure's history as an ``<svg>``: every run's samples (grey dots), the
+    run medians (line), change points (red lines before run index, labelled)
+    and runs left out of baselines (red crosses); linear axes, oldest run left."""
+    finite = [v for vs in runs for v in vs if math.isfinite(v)]
+    finite += [v for v in medians if math.isfinite(v)]
+    if not finite or not runs:
+        return None
+    lo, hi = min(finite), max(finite)
+    if hi - lo < 1e-12 * max(1.0, abs(hi)):
+        lo, hi = lo - max(1.0, abs(lo)) * 0.05, hi + max(1.0, abs(hi)) * 0.05
+    pad = (hi - lo) * 0.08
+    lo, hi = lo - pad, hi + pad
+    n = len(runs)
+    left, right, top, bottom = LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM
+
+    def px(i: float) -> float:
+        return left + (i + 0.5) / n * (right - left)
+
+    def py(v: float) -> float:
+        return bottom - (v - lo) / (hi - lo) * (bottom - top)
+
+    esc = html.escape
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {WIDTH} {HEIGHT}' "
+           f"width='{WIDTH}' height='{HEIGHT}' font-family='sans-serif' font-size='11'>",
+           f"<text x='{WIDTH / 2}' y='16' text-anchor='middle'>{esc(title)}</text>",
+           f"<rect x='{left}' y='{top}' width='{right - left}' height='{bottom - top}' "
+           "fill='none' stroke='#444'/>"]
+    for k in range(6):
+        v = lo + (hi - lo) * k / 5
+        out.append(f"<line x1='{left}' x2='{right}' y1='{py(v):.1f}' y2='{py(v):.1f}' "
+                   f"stroke='#ddd'/><text x='{left - 5}' y='{py(v) + 4:.1f}' "
+                   f"text-anchor='end'>{v:.4g}</text>")
+    step = max(1, math.ceil(n / 10))
+    for i in range(0, n, step):
+        out.append(f"<text x='{px(i):.1f}' y='{bottom + 16}' text-anchor='middle'>{i + 1}</text>")
+    out.append(f"<text x='{(left + right) / 2}' y='{HEIGHT - 10}' text-anchor='middle'>"
+               "run (oldest first)</text>")
+    out.append(f"<text transform='translate(14 {(top + bottom) / 2}) rotate(-90)' "
+               f"text-anchor='middle'>{esc(y_label)}</text>")
+    for i, samples in enumerate(runs):
+        out += [f"<circle cx='{px(i):.1f}' cy='{py(v):.1f}' r='1.6' fill='#888' "
+                "fill-opacity='0.5'/>" for v in samples if math.isfinite(v)]
+    line = [(px(i), py(m)) for i, m in enumerate(medians) if math.isfinite(m)]
+    if line:
+        out.append("<polyline points='" + " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
+                   + "' fill='none' stroke='#1f77b4' stroke-width='1.5'/>")
+        out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.5' fill='#1f77b4'/>" for x, y in line]
+    for index, label in change_at:
+        x = px(index - 0.5)
+        out.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top}' y2='{bottom}' "
+                   f"stroke='#d62728' stroke-width='1.5'/><text x='{x + 3:.1f}' y='{top + 12}' "
+                   f"fill='#d62728'>{esc(label)}</text>")
+    for i in rejected:
+        if 0 <= i < len(medians) and math.isfinite(medians[i]):
+            x, y = px(i), py(medians[i])
+            out.append(f"<path d='M{x - 5:.1f} {y - 5:.1f} L{x + 5:.1f} {y + 5:.1f} "
+                       f"M{x - 5:.1f} {y + 5:.1f} L{x + 5:.1f} {y - 5:.1f}' stroke='#d62728' "
+                       "stroke-width='2'/>")
+    out.append("</svg>")
+    return "".join(out)

@@ -9,9 +9,7 @@ that one noisy run cannot show is still found.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -77,43 +75,25 @@ def text(series: list[Series]) -> str:
 
 
 def plot(s: Series) -> str:
-    """One figure: samples (dots), run medians (line), change points (red)."""
-    import matplotlib
+    """One figure as inline SVG: samples (grey dots), run medians (line),
+    change points (red lines), runs left out of baselines (red crosses).
+    Drawn by :mod:`hpcval.svgplot`: milliseconds per figure, nothing heavy
+    imported, so a validation can afford it for every figure that moved."""
+    from hpcval import svgplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.2, 2.6))
-    xs = list(range(len(s.points)))
-    for x, p in zip(xs, s.points, strict=True):
-        ax.plot([x] * len(p.samples), p.samples, ".", color="tab:gray", alpha=0.4, ms=3)
-    ax.plot(xs, s.medians, marker="o", ms=3, color="tab:blue", label="run median")
-    for cp in s.change_points:
-        ax.axvline(cp.index - 0.5, color="tab:red", lw=1.5,
-                   label=f"change {_pct(cp.change)}")
-    rejected = [x for x, p in zip(xs, s.points, strict=True) if not p.accepted]
-    if rejected:
-        ax.plot(rejected, [s.medians[x] for x in rejected], "x", color="tab:red",
-                label="not in baselines")
-    ax.set_xlabel("run (oldest first)")
-    ax.set_ylabel(f"{s.variable} [{s.unit}]")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small", loc="best")
-    ax.set_title(s.case_key, fontsize="small")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return svgplot.history_panel(
+        s.case_key, f"{s.variable} [{s.unit}]", [list(p.samples) for p in s.points],
+        s.medians, [(cp.index, _pct(cp.change)) for cp in s.change_points],
+        [i for i, p in enumerate(s.points) if not p.accepted]) or ""
 
 
 def html_section(series: list[Series], title: str = "Trends") -> str:
     esc = html.escape
     parts = [f"<h2>{esc(title)}</h2><p>Each figure over the site's stored runs: grey dots are "
              "samples, the line joins run medians, red lines mark change points "
-             "(docs/judging.md).</p><div class='grid'>"]
+             "(docs/judging.md).</p><div class='plots'>"]
     for s in series:
-        parts.append(f"<figure><img src='{plot(s)}' alt='{esc(s.variable)}'>"
+        parts.append(f"<figure>{plot(s)}"
                      f"<figcaption>{esc(s.case_key)} {esc(s.variable)}</figcaption></figure>")
     parts.append("</div>")
     return "".join(parts)

@@ -75,3 +75,30 @@ def test_report_fits_a_1400_pixel_window(tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     _chromium(f"--screenshot={shot}", html.as_uri())
     assert shot.is_file() and shot.stat().st_size > 0
+
+
+def test_history_of_moved_figures_fits_a_1400_pixel_window(tmp_path: Path) -> None:
+    """The report's section on figures that moved (one history plot each, as a
+    validation writes it) stays inside the window, however many figures moved."""
+    import random
+
+    from hpcval import trend
+    from hpcval.store import HistoryPoint
+
+    rng = random.Random(5)
+    points = [HistoryPoint(f"r{i}", i, True, f"imb_check %p={'y' * 80}@local:default+impi",
+                           f"bw_{k}MiB", "MB/s", "higher", 1.0,
+                           [900.0 * (0.8 if i > 12 else 1) * rng.lognormvariate(0, 0.05)
+                            for _ in range(5)], "pass")
+              for k in range(1, 7) for i in range(20)]
+    section = trend.html_section(trend.build(points), "History of the figures that moved")
+    html = write_html(load_run_report(_report(tmp_path)), tmp_path / "report.html", [section])
+    assert html.read_text().count("<svg") == 9 + 6
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.read_text().replace(
+        "</body>", "<script>document.title = 'scrollWidth=' + "
+                   "document.documentElement.scrollWidth;</script></body>"))
+    proc = _chromium("--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    found = re.search(r"<title>scrollWidth=(\d+)</title>", proc.stdout)
+    assert found, proc.stderr[-2000:]
+    assert int(found.group(1)) <= WIDTH, f"the page is {found.group(1)} px wide"

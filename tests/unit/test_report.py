@@ -115,3 +115,29 @@ def test_reading_reports_imports_neither_reframe_nor_matplotlib(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_history_plots_are_inline_svg_with_change_points_and_rejected_runs():
+    """The report's history of a figure that moved: samples, run medians, a red
+    line at each change point labelled with its change, a cross on each run left
+    out of baselines; inline SVG (no matplotlib, milliseconds per figure)."""
+    import random
+
+    from hpcval import trend
+    from hpcval.store import HistoryPoint
+
+    rng = random.Random(3)
+    points = []
+    for i in range(24):
+        level = 21.4 * (0.8 if i >= 16 else 1.0)
+        samples = [level * rng.lognormvariate(0, 0.03) for _ in range(5)]
+        points.append(HistoryPoint(f"r{i}", i, i != 23, "c@s:p", "bw_1MiB", "MB/s", "higher",
+                                   sorted(samples)[2], samples, "pass"))
+    (series,) = trend.build(points)
+    assert [cp.index for cp in series.change_points] == [16]
+    section = trend.html_section([series], "History")
+    assert section.count("<svg") == 1 and "<img" not in section
+    assert section.count("<circle") == 24 * 5 + 24  # samples and medians
+    assert "stroke='#d62728' stroke-width='1.5'" in section  # the change point
+    assert f">{100 * series.change_points[0].change:+.1f} %</text>" in section
+    assert section.count("stroke='#d62728' stroke-width='2'") == 1  # the rejected run
