@@ -344,6 +344,35 @@ def read_lock(env_dir: str | Path) -> dict[str, Any]:
                          f"--env {Path(env_dir).name}`") from None
 
 
+def paths_made_elsewhere(env_dir: str | Path, lock: dict[str, Any]) -> list[str]:
+    """Paths the lock records that this checkout does not declare: an external
+    whose prefix is not among the package's declared ``externals:``, a developed
+    package whose ``dev_path`` is not the ``develop:`` path of spack.yaml. Spack
+    installs a lock as it is, so such a lock was made in another checkout or on
+    another machine and would build against what is not here."""
+    env_dir = Path(env_dir)
+    packages, _ = packages_config(env_dir)
+    manifest = (_read_yaml(env_dir / "spack.yaml").get("spack") or {})
+    develop = {name: os.path.normpath(env_dir.resolve() / str((entry or {}).get("path", name)))
+               for name, entry in (manifest.get("develop") or {}).items()}
+    found: list[str] = []
+    for node in lock.get("concrete_specs", {}).values():
+        name = node.get("name", "")
+        path = (node.get("external") or {}).get("path")
+        if path:
+            declared = {os.path.normpath(str(e.get("prefix", "")))
+                        for e in (packages.get(name) or {}).get("externals") or []}
+            # an undeclared external is what Spack takes from the compiler (libc)
+            if declared and os.path.normpath(path) not in declared:
+                found.append(f"external {name} at {path}, declared here: "
+                             f"{', '.join(sorted(declared)) or 'none'}")
+        dev_path = (node.get("parameters") or {}).get("dev_path")
+        if dev_path and os.path.normpath(dev_path) != develop.get(name):
+            found.append(f"{name} developed from {dev_path}, here from "
+                         f"{develop.get(name, 'nowhere')}")
+    return sorted(set(found))
+
+
 def node_target(node: dict[str, Any]) -> str:
     """The microarchitecture of a lock node."""
     target = node.get("arch", {}).get("target", "")
@@ -642,10 +671,17 @@ def doctor(env_dir: str | Path) -> tuple[list[str], list[str]]:
     target = declared_target(env_dir)
     lock_path = env_dir / "spack.lock"
     if lock_path.is_file():
-        wrong = wrong_targets(read_lock(env_dir), target)
+        lock = read_lock(env_dir)
+        wrong = wrong_targets(lock, target)
         if wrong:
             problems.append(f"{lock_path}: {len(wrong)} specs not built for target={target} "
                             f"(e.g. {wrong[0]}): run `hpcval spack lock --env {env_dir.name}`")
+        elsewhere = paths_made_elsewhere(env_dir, lock)
+        if elsewhere:
+            more = f"; {len(elsewhere) - 1} more" if len(elsewhere) > 1 else ""
+            problems.append(f"{lock_path}: made in another checkout or on another machine "
+                            f"({elsewhere[0]}{more}): run `hpcval spack lock --env "
+                            f"{env_dir.name}` here")
     else:
         problems.append(f"{lock_path}: missing: run `hpcval spack lock --env {env_dir.name}`")
     if find_spack() is None:

@@ -170,3 +170,26 @@ def test_doctor_cli_exit_codes(monkeypatch: pytest.MonkeyPatch,
         assert "external intel-oneapi-mpi@2021.17.2 (prefix /opt/intel/oneapi): prefix does " \
                "not exist" in out
     assert spack.NOT_FOUND in out
+
+
+def test_a_lock_made_in_another_checkout_is_named(tmp_path: Path) -> None:
+    """Spack installs a lock as it is: a lock whose externals or developed trees are
+    not where this checkout declares them would build against what is not here."""
+    env_dir = _copy("local", tmp_path)
+    (env_dir / spack.VENV_MPI_INCLUDE).write_text(yaml.safe_dump({"packages": {
+        "intel-oneapi-mpi": {"buildable": False, "externals": [
+            {"spec": "intel-oneapi-mpi@2021.18.1", "prefix": str(tmp_path / "venv")}]}}}))
+    here = str((tmp_path / "environments" / "local" / ".." / "..").resolve())
+
+    def lock(mpi_prefix: str, dev_path: str) -> dict:
+        return {"concrete_specs": {
+            "a": {"name": "intel-oneapi-mpi", "external": {"path": mpi_prefix}},
+            "b": {"name": "glibc", "external": {"path": "/usr"}},  # from the compiler
+            "c": {"name": "openmpi", "external": {"path": "/usr"}},
+            "d": {"name": "hpcval-cfdio", "parameters": {"dev_path": dev_path}}}}
+
+    assert spack.paths_made_elsewhere(env_dir, lock(str(tmp_path / "venv"), here)) == []
+    found = spack.paths_made_elsewhere(env_dir, lock("/elsewhere/venv", "/elsewhere"))
+    assert found == [f"external intel-oneapi-mpi at /elsewhere/venv, declared here: "
+                     f"{tmp_path / 'venv'}",
+                     f"hpcval-cfdio developed from /elsewhere, here from {here}"]
