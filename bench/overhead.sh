@@ -12,7 +12,10 @@
 #   reframe  reframe -C site-configs/local/config.py -c reframe-checks -r ...
 #   hpcval   hpcval validate --site local -- ...
 # Modes alternate within a round so that load from other users hits all three
-# alike; each figure is the median over the rounds. Then it times the parts of
+# alike; each figure is the median over the rounds. Before measuring, 7 runs of
+# the same cases are stored (OVERHEAD_SEED; 0 measures a new site without
+# history), so every measured run is judged against a baseline and a history
+# long enough for change points, as in service. Then it times the parts of
 # `hpcval validate` outside ReFrame. Results go to a temporary store (HPCVAL_VAR),
 # never to the checkout's var/.
 set -euo pipefail
@@ -22,6 +25,7 @@ ROOT=${OVERHEAD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=$ROOT/.venv/bin
 RUNS=${1:-5}
 RUNS20=${2:-3}
+SEED=${OVERHEAD_SEED:-7}  # stored runs before the measured ones (0: a new site)
 WORK=$(mktemp -d /tmp/hpcval-overhead.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 export HPCVAL_ROOT=$ROOT HPCVAL_VAR=$WORK/var HPCVAL_SPACK=0
@@ -42,9 +46,18 @@ median() { tr ' ' '\n' | sort -g | awk '{v[NR]=$1} END {
 
 bare() {  # run every job script of the dry run in its own stage directory
     local script
-    for script in "$WORK"/scripts-"$1"/*/rfm_job.sh; do
-        (cd "$(dirname "$script")" && bash rfm_job.sh)
-    done
+    while read -r script; do
+        (cd "$(dirname "$script")" && bash rfm_job.sh </dev/null) \
+            || { echo "bare: $script failed" >&2; exit 3; }
+    done < "$WORK/scripts-$1"
+}
+
+seconds_bare() {  # as seconds, but a failing job script stops the benchmark
+    local t0 t1
+    t0=$(date +%s.%N)
+    bare "$1" >/dev/null 2>&1 || { echo "bare: a job script of the $1-case dry run failed" >&2; exit 3; }
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l
 }
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
@@ -55,22 +68,23 @@ printf '%-6s %8s %8s %8s %14s %14s %16s\n' cases bare reframe hpcval reframe-bar
 for cases in 2 20; do
     repeat=()
     [ "$cases" -gt 2 ] && repeat=(--repeat $((cases / 2)))
-    # the job scripts ReFrame would run, copied out of its stage directory
-    rm -rf "$HPCVAL_VAR/local/stage"
-    "$BIN/reframe" -C site-configs/local/config.py -c reframe-checks "${SELECT[@]}" \
-        "${repeat[@]}" --dry-run >/dev/null 2>&1
-    mkdir -p "$WORK/scripts-$cases"
-    n=0
-    for stage in $(find "$HPCVAL_VAR/local/stage" -name rfm_job.sh -printf '%h\n'); do
-        n=$((n + 1)); cp -r "$stage" "$WORK/scripts-$cases/case$n"
-    done
-    rm -rf "$HPCVAL_VAR/local/stage"
+    # the job scripts ReFrame would run, left in the dry run's own store (they
+    # name their stage directory by its absolute path)
+    HPCVAL_VAR=$WORK/dry-$cases "$BIN/reframe" -C site-configs/local/config.py \
+        -c reframe-checks "${SELECT[@]}" "${repeat[@]}" --dry-run >/dev/null 2>&1
+    find "$WORK/dry-$cases/local/stage" -name rfm_job.sh > "$WORK/scripts-$cases"
+    n=$(wc -l < "$WORK/scripts-$cases")
     [ "$n" -eq "$cases" ] || { echo "dry run wrote $n job scripts, $cases expected" >&2; exit 3; }
+    # a site in service: every measured run is judged against a baseline of
+    # K = 5 accepted runs and its history is long enough for change points
+    for _ in $(seq "$SEED"); do
+        "$BIN/hpcval" validate --site local -- "${SELECT[@]}" "${repeat[@]}" >/dev/null 2>&1 || true
+    done
     b=() r=() h=()
     rounds=$RUNS
     [ "$cases" -gt 2 ] && rounds=$RUNS20
     for _ in $(seq "$rounds"); do
-        b+=("$(seconds bare "$cases")")
+        t=$(seconds_bare "$cases"); b+=("$t")
         r+=("$(seconds "$BIN/reframe" -C site-configs/local/config.py -c reframe-checks \
                  "${SELECT[@]}" "${repeat[@]}" -r)")
         h+=("$(seconds "$BIN/hpcval" validate --site local -- "${SELECT[@]}" "${repeat[@]}")")
