@@ -26,7 +26,7 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -338,9 +338,30 @@ class Store:
         with self.connect() as conn:
             rows = conn.execute(query + " ORDER BY " + _RUN_ORDER.replace("started", "r.started")
                                 .replace("rowid", "r.rowid"), args).fetchall()
-        return [HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
-                             r[7], _finite(json.loads(r[8])), r[9], r[10], r[11])
-                for r in rows]
+        return [_point(r) for r in rows]
+
+    def history_of(self, case_keys: Iterable[str], before: str
+                   ) -> dict[tuple[str, str], list[HistoryPoint]]:
+        """:meth:`history` of every figure of the cases ``case_keys`` in runs
+        stored before run ``before``, by (case, variable): one query for a whole
+        run's figures rather than one per figure."""
+        keys = sorted(set(case_keys))
+        out: dict[tuple[str, str], list[HistoryPoint]] = {}
+        with self.connect() as conn:
+            for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+                chunk = keys[start:start + 500]
+                rows = conn.execute(
+                    "SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
+                    "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase "
+                    "FROM figures f JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
+                    "c.run_id=f.run_id AND c.case_key=f.case_key "
+                    f"WHERE f.case_key IN ({','.join('?' * len(chunk))}) "
+                    "AND r.rowid<(SELECT rowid FROM runs WHERE run_id=?) ORDER BY "
+                    + _RUN_ORDER.replace("started", "r.started").replace("rowid", "r.rowid"),
+                    [*chunk, before]).fetchall()
+                for r in rows:
+                    out.setdefault((r[3], r[4]), []).append(_point(r))
+        return out
 
     def verdicts(self, run_id: str) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
         with self.connect() as conn:
@@ -391,3 +412,8 @@ class Store:
                                   for k, v, o, d in saved.get("verdicts", [])])
                 count += 1
         return count, skipped, kept
+
+
+def _point(r: Any) -> HistoryPoint:
+    return HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
+                        r[7], _finite(json.loads(r[8])), r[9], r[10], r[11])

@@ -111,6 +111,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         settings = judging.JudgingSettings.load(site.judging)
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
+        histories = store.history_of((c.key for c in run.cases), before=run_id)
         for case in run.cases:
             if case.result != "pass" and case.fail_phase != "performance":
                 continue  # failed before its figures: judged by its failure alone
@@ -119,7 +120,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                     continue
                 name = figure_name(case.key, fig.variable)
                 fs = settings.for_figure(name)
-                hist = store.history(case=case.key, variable=fig.variable, before=run_id)
+                hist = histories.get((case.key, fig.variable), [])
                 figures[name] = judging.FigureData(baselines(hist, fs.k), fig.samples,
                                                    fig.better)
                 where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
