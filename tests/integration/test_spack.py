@@ -262,3 +262,35 @@ def test_environment_package_prefix_finds_a_non_mpi_package_of_the_environment()
     assert (prefix / "bin" / "stream_c.exe").is_file()
     assert spack.read_spec_json(prefix)[0]["name"] == "stream"
     assert spack.environment_package_prefix(env_dir, "wrf-conus-12km-v4") is None  # not in local
+
+
+@needs_spack
+def test_stream_check_runs_the_spack_built_stream_on_spack_serial(tmp_path: Path) -> None:
+    """STREAM has no MPI: the site offers its Spack build in one `spack-serial`
+    environment, and stream_check runs it there and records its spec (or fails
+    naming the array size where the build's arrays are too small for this node)."""
+    from hpcval.rfm.site import spack_environments
+
+    envs = {e["name"]: e for e in spack_environments("local")}
+    if "spack-serial" not in envs:
+        pytest.skip("stream not installed in environments/local "
+                    "(spack -e environments/local install stream)")
+    env = envs["spack-serial"]
+    entry = env["extras"]["spack"]["stream"]
+    assert "stream" in env["features"] and "mpi" not in env["features"]
+    assert entry["spec"].startswith("stream@")
+    report = tmp_path / "report.json"
+    environ = dict(os.environ, HPCVAL_VAR=str(tmp_path / "var"))
+    cmd = [str(Path(sys.executable).parent / "reframe"), "-C",
+           str(ROOT / "site-configs" / "local" / "config.py"), "-c",
+           str(ROOT / "reframe-checks"), "-n", "^stream_check", "-p", "spack-serial",
+           "-S", "samples=5", "--report-file", str(report), "-r"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=900,
+                          check=False)
+    cases = json.loads(report.read_text())["runs"][0]["testcases"]
+    assert {c["environ"] for c in cases} == {"spack-serial"}, proc.stdout[-3000:]
+    for case in cases:
+        assert case["software_spec"] == entry["spec"]
+        assert case["executable"].startswith(str(Path(entry["prefix"], "bin")))
+        if case["result"] != "pass":
+            assert "STREAM_ARRAY_SIZE" in (case["fail_reason"] or ""), case["fail_reason"]

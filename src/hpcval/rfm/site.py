@@ -207,7 +207,8 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
     """One programming environment per MPI stack that benchmarks of the Spack
     environment ``environments/<system>`` are installed against.
 
-    Each is named ``spack-<mpi>``. Its ``PATH`` leads to the Spack-built
+    Each is named ``spack-<mpi>``; programs without MPI (STREAM) get one more,
+    ``spack-serial``. Its ``PATH`` leads to the Spack-built
     programs of every benchmark package built against that MPI (IMB, OSU, IOR,
     hpcval-cfdio), each adds a feature (``imb``, ``omb``, ``ior``, ``cfdio``),
     ``extras.spack`` maps each package to its install prefix and concrete spec
@@ -225,10 +226,14 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
     if not (env_dir / "spack.yaml").is_file():
         return []
     by_mpi: dict[str, dict[str, Any]] = {}
+    serial: dict[str, dict[str, str]] = {}
     for package, prefix in spack.installed_prefixes(env_dir):
         nodes = spack.read_spec_json(prefix)
         mpi = spack.mpi_node(nodes)
-        if mpi is None or mpi["name"] not in SPACK_MPI_STACKS:
+        if mpi is None:
+            serial[package] = {"prefix": str(prefix), "spec": spack.describe_spec(nodes)}
+            continue
+        if mpi["name"] not in SPACK_MPI_STACKS:
             continue
         if stacks is not None and mpi["name"] not in stacks:
             continue
@@ -259,6 +264,16 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
                 "spec": packages.get("intel-mpi-benchmarks", {}).get("spec", ""),
                 "spack": packages,
             },
+        })
+    if serial and stacks is None:
+        # programs without MPI (STREAM): one environment, not one per MPI stack
+        envs.append({
+            "name": "spack-serial",
+            "features": ["spack", *(spack.BENCHMARK_PACKAGES[p] for p in sorted(serial))],
+            "env_vars": [["PATH", ":".join([*(str(Path(p["prefix"]) / "bin")
+                                              for p in serial.values()), "$PATH"])]],
+            "extras": {"mpi_stack": f"none (spack:{system})",
+                       "spec": next(iter(serial.values()))["spec"], "spack": serial},
         })
     return envs
 
