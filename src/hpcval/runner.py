@@ -261,6 +261,11 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
                 f"--site {site.name} --record` once to measure and write them")
         # the full check parses every check file and imports ReFrame: skipped
         # when none of its inputs changed since it last passed
+        # judging.yaml is read again after the run; a wrong one stops here,
+        # before any benchmark runs (exit 2)
+        from hpcval.judging.settings import JudgingSettings
+
+        JudgingSettings.load(site.judging)
         stamp = _site_files_stamp(site)
         if _site_files_checked(site, stamp):
             stamp = ""

@@ -133,6 +133,9 @@ class HistoryPoint:
     band_result: str | None
     case_result: str = "pass"
     case_fail_phase: str | None = None
+    #: the run's overall result (``regressed`` for a run judged worse; one a
+    #: person then accepted marks the start of a new level)
+    run_result: str = ""
 
     @property
     def measured(self) -> bool:
@@ -324,7 +327,7 @@ class Store:
         """Figures of every stored run, oldest first, of cases whose check passed
         its sanity (a case that failed before producing figures has none)."""
         query = ("SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
-                 "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase "
+                 "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase, r.result "
                  "FROM figures f "
                  "JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
                  "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
@@ -352,7 +355,7 @@ class Store:
                 chunk = keys[start:start + 500]
                 rows = conn.execute(
                     "SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
-                    "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase "
+                    "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase, r.result "
                     "FROM figures f JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
                     "c.run_id=f.run_id AND c.case_key=f.case_key "
                     f"WHERE f.case_key IN ({','.join('?' * len(chunk))}) "
@@ -416,4 +419,4 @@ class Store:
 
 def _point(r: Any) -> HistoryPoint:
     return HistoryPoint(r[0], r[1], bool(r[2]), r[3], r[4], r[5] or "", r[6] or "higher",
-                        r[7], _finite(json.loads(r[8])), r[9], r[10], r[11])
+                        r[7], _finite(json.loads(r[8])), r[9], r[10], r[11], r[12])

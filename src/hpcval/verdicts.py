@@ -82,11 +82,19 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
 
 
 def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
-    """Run medians of a figure's accepted history, oldest first, this run last
-    (what the sustained rule was measured on: docs/judging.md)."""
+    """Run medians of a figure's accepted history since the last accepted
+    regression, oldest first, this run last (what the sustained rule was
+    measured on: docs/judging.md)."""
     from statistics import median
 
     kept = [p for p in points if p.accepted and p.measured and p.samples]
+    # a run judged `regressed` that a person then accepted (`hpcval history
+    # --accept`) is the first run of a new level: the step before it is
+    # acknowledged, so the rule looks only at the runs from there on
+    for i in range(len(kept) - 1, -1, -1):
+        if kept[i].run_result == "regressed":
+            kept = kept[i:]
+            break
     return [median(p.samples) for p in kept] + [median(current)]
 
 
@@ -103,7 +111,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         return judged
     if record:
         judged.text = ("\nRecorded: nothing judged (--record); every figure is stored with "
-                       "its samples as the first run of the site's history.\n")
+                       "its samples in the site's history.\n")
         return judged
     from hpcval import judging
 

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.integration
 
 REFS = "site-configs/local/references.yaml"
 HOST = "site-configs/local/host-expectations.yaml"
+JUDGING = "site-configs/local/judging.yaml"
 
 PINGPONG_OK = """imb_pingpong_check:
   $index: [cache]
@@ -127,6 +128,15 @@ CASES = [
     refs_case("validate-reframe-threshold",
               PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0,", "lat_0B: [0, 0.5, null,"),
               "ReFrame would reject", args=("validate", "--site", "local")),
+    # --- judging.yaml: refused by `references check`, and by `validate` before
+    # any benchmark runs ---------------------------------------------------------
+    Case("judging-non-utf8", JUDGING, b"k: 5\nthreshold: \"5\xff%\"\n",
+         ("references", "check", "--site", "local"), 2,
+         ("judging.yaml", "byte offset 18 (line 2)", "not UTF-8")),
+    Case("judging-alpha-zero", JUDGING, b"alpha: 0\n", ("references", "check", "--site", "local"),
+         2, ("judging.yaml", "alpha: '0' must be a fraction in (0, 0.5)")),
+    Case("validate-judging-unknown-key", JUDGING, b"kk: 5\n", ("validate", "--site", "local"),
+         2, ("judging.yaml", "kk", "unknown setting")),
     # --- host-expectations.yaml -------------------------------------------------
     Case("host-non-utf8", HOST, b"smt_control: \"of\xfff\"\n",
          ("references", "check", "--site", "local"), 2,
@@ -183,6 +193,7 @@ def site(stored: Path) -> Iterator[Path]:
     yield stored
     for p, data in saved.items():
         (stored / p).write_bytes(data)
+    (stored / JUDGING).unlink(missing_ok=True)
     for extra in ("garbage.json", "shape.json", "bad.json"):
         (stored / extra).unlink(missing_ok=True)
 

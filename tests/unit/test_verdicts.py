@@ -133,3 +133,28 @@ def test_band_failures_are_still_measurements(tmp_path):
     assert _outcomes(judged) == {"bw_1MiB": "regressed", "lat_8B": "regressed"}
     broken = store_and_judge(site, *_run(site, rng, 1.0, result="fail", phase="sanity"))
     assert broken.verdicts == []
+
+
+def test_accepting_a_planned_change_starts_a_new_level(tmp_path):
+    """A step a person accepts (`hpcval history --accept` on the regressed run:
+    a planned change) is not flagged again by the sustained rule at every
+    later run; a new drop after it still is."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(17)
+    for _ in range(8):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    run_id, report = _run(site, rng, 0.5)
+    assert store_and_judge(site, run_id, report).regressed
+    Store(site.history_db).set_accepted(run_id, True)
+    for _ in range(8):  # the new level: regressed against the old runs until K accrue
+        rid, rep = _run(site, rng, 0.5)
+        judged = store_and_judge(site, rid, rep)
+        notes = [d.get("note") or "" for _, _, _, d in judged.verdicts]
+        assert not any(n.startswith("sustained") for n in notes), notes
+        if judged.regressed:
+            Store(site.history_db).set_accepted(rid, True)
+    for _ in range(3):
+        judged = store_and_judge(site, *_run(site, rng, 0.5))
+        assert not judged.regressed, judged.text
+    judged = store_and_judge(site, *_run(site, rng, 0.25))
+    assert judged.regressed

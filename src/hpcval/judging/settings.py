@@ -24,8 +24,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hpcval.errors import InputError
 
 JUDGING_FILE = "judging.yaml"
@@ -70,17 +68,17 @@ class JudgingSettings:
         """Settings from ``path``; the defaults if the file does not exist."""
         path = Path(path)
         try:
-            text = path.read_text()
+            raw = path.read_bytes()
         except FileNotFoundError:
             return cls()
         except OSError as err:
             raise InputError(f"{path}: cannot read ({err.strerror})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            raise InputError(f"{path}:{where}: not valid YAML; fix the syntax") from None
+        from hpcval.references import load_yaml_bounded
+
+        def error(where_path: str, where: str, reason: str) -> InputError:
+            return InputError(f"{where_path}:{f' {where}:' if where else ''} {reason}")
+
+        data = load_yaml_bounded(raw, str(path), error)
         return cls.from_mapping(data if data is not None else {}, str(path))
 
     @classmethod
@@ -131,9 +129,10 @@ def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[st
         if name in data:
             value = _fraction(data[name])
             if value is None or not low <= value < high or (name == "alpha" and value == 0):
+                bounds = f"(0, {high:g})" if name == "alpha" else f"[{low:g}, {high:g})"
                 raise InputError(
                     f"{source}: {prefix}{name}: '{data[name]}' must be a fraction in "
-                    f"[{low:g}, {high:g}) such as 0.05 or a percentage such as '5%'")
+                    f"{bounds} such as 0.05 or a percentage such as '5%'")
             out[name] = value
     return out
 
