@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import platform
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -165,9 +166,24 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                      "writing the run's verdicts")
     except HpcvalError as err:
         judged.store_error = err
-    judged.text = verdict_text(judged.verdicts)
+    judged.text = verdict_text(judged.verdicts) + _unmatched_text(site, settings, where)
     judged.html_sections = [verdict_html(judged.verdicts), _moved_html(store, judged.verdicts)]
     return judged
+
+
+def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
+    """A note for each ``figures:`` glob of judging.yaml that matched no figure of
+    the run (a typo, or a name written as ``<check>/<variable>`` without the
+    parameters and the partition), with one real name to copy."""
+    import fnmatch
+
+    if not names:
+        return ""
+    lines = [f"note: {site.judging}: figures: '{pattern}' matches no figure of this run "
+             f"(figures are named like '{next(iter(names))}')"
+             for pattern, _ in settings.overrides
+             if not any(fnmatch.fnmatchcase(n, pattern) for n in names)]
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _moved_html(store: Store, verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:

@@ -158,3 +158,13 @@ def test_accepting_a_planned_change_starts_a_new_level(tmp_path):
         assert not judged.regressed, judged.text
     judged = store_and_judge(site, *_run(site, rng, 0.25))
     assert judged.regressed
+
+
+def test_a_glob_that_matches_no_figure_is_noted_with_a_real_name(tmp_path):
+    site = _site(tmp_path)
+    site.judging.write_text("figures:\n  'imb_pingpong_check/lat_8B': {threshold: 50%}\n"
+                            "  '*/bw_1MiB': {k: 5}\n")
+    judged = store_and_judge(site, *_run(site, np.random.default_rng(2), 1.0))
+    assert ("figures: 'imb_pingpong_check/lat_8B' matches no figure of this run (figures are "
+            "named like 'imb_pingpong_check %cache=warm@s:default+impi/") in judged.text
+    assert "'*/bw_1MiB' matches" not in judged.text

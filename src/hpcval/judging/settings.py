@@ -103,8 +103,9 @@ class JudgingSettings:
         for pattern, entry in figures.items():
             key = f"figures: {pattern}"
             if not isinstance(pattern, str) or "/" not in pattern:
-                raise InputError(f"{source}: {key}: a figure is named '<check>/<variable>' "
-                                 "(globs allowed, e.g. 'imb_*/lat_*')")
+                raise InputError(f"{source}: {key}: a figure is named '<check> %<param>=<value>"
+                                 "@<system>:<partition>+<environ>/<variable>'; write a glob "
+                                 "such as 'imb_pingpong_*/lat_*'")
             if not isinstance(entry, Mapping):
                 raise InputError(f"{source}: {key}: expected a mapping of settings "
                                  f"({', '.join(FIGURE_KEYS)})")
