@@ -86,7 +86,9 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
                             margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
     """References data (as :func:`hpcval.references.dump_references` takes) for
     every check in the selected runs (default: the last ``last`` accepted
-    runs of each case); entries of checks not in them are kept as they are."""
+    runs of each case); entries of checks not in them are kept as they are, and
+    so are the cases of a check that the runs did not measure, where the
+    check's ``$index`` is unchanged."""
     if not 0 < margin < 1:
         raise InputError(f"--margin {margin}: must be a fraction between 0 and 1")
     store = Store(site.history_db)
@@ -106,7 +108,7 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
         for name, entry in refs.load_references(site.references).entries.items():
             out[name] = {"$index": list(entry.index), **entry.data} if entry.index \
                 else dict(entry.data)
-    fresh: set[str] = set()
+    measured: dict[str, list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]] = {}
     for key, run_ids in by_case.items():
         c = info[key]
         chosen = set(run_ids[-last:])
@@ -118,20 +120,33 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
         if not series:
             continue
         params = json.loads(c["params"])
-        index = (["$partition"] if len(partitions) > 1 else []) + ["$environ", *params]
-        name = c["check_name"]
-        if name not in fresh:
-            out[name] = {"$index": index}
-            fresh.add(name)
-        node = out[name]
         values = {"$partition": f"{c['system']}:{c['partition']}", "$environ": c["environ"],
                   **params}
-        for attr in index:
-            node = node.setdefault(_yaml_key(values[attr]), {})
-        for variable, (unit, better, per_run) in sorted(series.items()):
-            b = band(per_run, better, unit, margin)
-            if b is not None:
-                node[variable] = b
+        measured.setdefault(c["check_name"], []).append((c, values, series))
+    for name, found in measured.items():
+        full = (["$partition"] if len(partitions) > 1 else []) + ["$environ"] + [
+            a for a in json.loads(found[0][0]["params"])]
+        old = out.get(name)
+        old_index = old.get("$index") if isinstance(old, dict) else None
+        # the check's own index where it tells the measured cases apart: their
+        # entries are replaced, its other cases (a parameter value not run
+        # lately) kept; otherwise the whole entry is written anew
+        keys = ({tuple(str(v[a]) for a in old_index) for _, v, _ in found}
+                if old_index and all(a in v for _, v, _ in found for a in old_index)
+                else set())
+        if old_index and len(keys) == len(found):
+            index = list(old_index)
+        else:
+            index = full
+            out[name] = {"$index": index}
+        for _c, values, series in found:
+            node = out[name]
+            for attr in index:
+                node = node.setdefault(_yaml_key(values[attr]), {})
+            for variable, (unit, better, per_run) in sorted(series.items()):
+                b = band(per_run, better, unit, margin)
+                if b is not None:
+                    node[variable] = b
     return out
 
 

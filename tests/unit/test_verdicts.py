@@ -168,3 +168,24 @@ def test_a_glob_that_matches_no_figure_is_noted_with_a_real_name(tmp_path):
     assert ("figures: 'imb_pingpong_check/lat_8B' matches no figure of this run (figures are "
             "named like 'imb_pingpong_check %cache=warm@s:default+impi/") in judged.text
     assert "'*/bw_1MiB' matches" not in judged.text
+
+
+def test_references_from_history_keep_the_cases_the_runs_did_not_measure(tmp_path):
+    """`references capture --from-history` after runs of the warm case only:
+    the warm bands are new, the cold case keeps its references (the check's
+    own $index tells the measured cases apart)."""
+    from hpcval.contract import references_from_history
+
+    site = _site(tmp_path)
+    site.references.write_text(
+        "imb_pingpong_check:\n  $index: [cache]\n"
+        "  warm:\n    bw_1MiB: [1.0, -0.5, null, MB/s]\n"
+        "  cold:\n    bw_1MiB: [777.0, -0.5, null, MB/s]\n    lat_8B: [9.0, null, 0.5, us]\n")
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    data = references_from_history(site)["imb_pingpong_check"]
+    assert data["$index"] == ["cache"]
+    assert data["cold"] == {"bw_1MiB": [777.0, -0.5, None, "MB/s"],
+                            "lat_8B": [9.0, None, 0.5, "us"]}
+    assert 900 < data["warm"]["bw_1MiB"][0] < 1100 and "lat_8B" in data["warm"]
