@@ -77,6 +77,11 @@ def _case_rows(store: Store, runs: list[str] | None) -> list[dict[str, Any]]:
                  "c.environ, c.result FROM cases c JOIN runs r ON r.run_id=c.run_id")
         rows = [dict(r) for r in conn.execute(query + " ORDER BY c.run_id")]
     if runs is not None:
+        known = {r["run_id"] for r in store.runs()}
+        unknown = [run for run in runs if run not in known]
+        if unknown:
+            raise InputError(f"{store.path}: no run '{unknown[0]}'; `hpcval history --site "
+                             f"{store.path.parent.name}` lists the run ids")
         return [r for r in rows if r["run_id"] in runs]
     accepted = {r["run_id"] for r in store.runs() if r["accepted"]}
     return [r for r in rows if r["run_id"] in accepted]

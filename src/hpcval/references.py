@@ -244,12 +244,35 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int
     return size
 
 
+def _duplicate_key(node: yaml.Node, seen: set[int]) -> tuple[str, int, int] | None:
+    """The first key given twice in one mapping (key, first line, second line):
+    YAML loaders keep the last one silently, hiding the first."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                    if key.value in lines:
+                        return key.value, lines[key.value], key.start_mark.line + 1
+                    lines[key.value] = key.start_mark.line + 1
+                stack.append(value)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+    return None
+
+
 def load_yaml_bounded(data: bytes, path: str,
                       error: Callable[[str, str, str], Exception]) -> Any:
     """YAML from ``data`` (the bytes of file ``path``), safely and in bounded
     time and memory: UTF-8 only (a bad byte is named with its offset), at most
     :data:`MAX_YAML_ALIASES` aliases and :data:`MAX_YAML_NODES` values once
-    aliases are expanded. Errors are ``error(path, where, reason)``."""
+    aliases are expanded, no key given twice in one mapping. Errors are
+    ``error(path, where, reason)``."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -263,6 +286,11 @@ def load_yaml_bounded(data: bytes, path: str,
         if node is None:
             return None
         _expanded_size(node, {})
+        twice = _duplicate_key(node, set())
+        if twice is not None:
+            key, first, second = twice
+            raise error(path, f"line {second}",
+                        f"'{key}' given twice (lines {first} and {second}): keep one")
         return loader.construct_document(node)
     except _TooLarge as err:
         raise error(path, "", f"YAML too large: {err}; write the values out") from None

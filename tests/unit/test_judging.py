@@ -4,6 +4,7 @@ noise levels, the correction across figures, settings files."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -263,6 +264,10 @@ def test_settings_file_with_overrides(tmp_path) -> None:
 
 @pytest.mark.parametrize("text,message", [
     ("k: 1\n", "k: '1' must be a whole number of runs"),
+    ("k: '5'\n", "k: '5' must be a whole number of runs written without quotes"),
+    ("k: null\n", "k: 'null' must be a whole number"),
+    ("alpha: true\n", "alpha: 'true' must be a fraction in (0, 0.5)"),
+    ("k: 5\nk: 6\n", "line 2: 'k' given twice (lines 1 and 2): keep one"),
     ("treshold: 5%\n", "treshold: unknown setting"),
     ("threshold: lots\n", "threshold: 'lots' must be a fraction"),
     ("alpha: 0\n", "alpha: '0' must be a fraction"),
@@ -275,7 +280,7 @@ def test_settings_file_with_overrides(tmp_path) -> None:
 def test_settings_errors_name_file_and_key(tmp_path, text: str, message: str) -> None:
     path = tmp_path / "judging.yaml"
     path.write_text(text)
-    with pytest.raises(InputError, match=message.replace("[", r"\[")) as err:
+    with pytest.raises(InputError, match=re.escape(message)) as err:
         JudgingSettings.load(path)
     assert str(path) in str(err.value)
     assert err.value.exit_code == 2

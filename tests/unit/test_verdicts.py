@@ -189,3 +189,14 @@ def test_references_from_history_keep_the_cases_the_runs_did_not_measure(tmp_pat
     assert data["cold"] == {"bw_1MiB": [777.0, -0.5, None, "MB/s"],
                             "lat_8B": [9.0, None, 0.5, "us"]}
     assert 900 < data["warm"]["bw_1MiB"][0] < 1100 and "lat_8B" in data["warm"]
+
+
+def test_references_from_history_name_an_unknown_run(tmp_path):
+    from hpcval.contract import references_from_history
+    from hpcval.errors import InputError
+
+    site = _site(tmp_path)
+    run_id, report = _run(site, np.random.default_rng(8), 1.0)
+    store_and_judge(site, run_id, report)
+    with pytest.raises(InputError, match="no run 'nosuch'; `hpcval history --site s` lists"):
+        references_from_history(site, runs=[run_id, "nosuch"])

@@ -53,6 +53,9 @@ def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
     store = Store(site.history_db)
     if args.accept or args.reject:
+        if args.check or args.figure:
+            raise InputError("history: --accept/--reject mark a whole run; give them "
+                             "without --check/--figure")
         return _mark(site, store, args.accept or args.reject, bool(args.accept))
     if args.last < 1:
         raise InputError(f"--last {args.last}: must be at least 1")

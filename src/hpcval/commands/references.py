@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "capture", help="write references from a stored run's measured values",
         description="Turn the figures of a run report into references "
         "[value, -tolerance, +tolerance, unit]. Prints the YAML, or with --write replaces the "
-        "site's references.yaml (the old file is kept as references.yaml.<time>.bak).")
+        "site's references.yaml (the old file is kept as references.yaml.<UTC time>-<random>.bak).")
     cap.add_argument("--site", default="local")
     cap.add_argument("--tolerance", type=float,
                      help="allowed relative deviation from one run's value, e.g. 0.2 for "
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="bands from the site's accepted runs in its results store: "
                      "reference = median of the runs' medians, bound = the worst sample seen "
                      "with --margin (docs/references.md)")
-    cap.add_argument("--margin", type=float, default=contract.DEFAULT_MARGIN,
+    cap.add_argument("--margin", type=float, default=None,
                      help=f"with --from-history (default {contract.DEFAULT_MARGIN:g})")
     cap.add_argument("--runs", nargs="+", metavar="RUN_ID",
                      help="with --from-history: these runs instead of the accepted ones")
@@ -73,15 +73,22 @@ def _capture(args: argparse.Namespace) -> int:
     if args.from_history:
         if args.tolerance is not None or args.run_report:
             raise InputError("--from-history takes no --tolerance and no run report")
+        margin = contract.DEFAULT_MARGIN if args.margin is None else args.margin
         if not args.write:
-            data = contract.references_from_history(site, args.runs, margin=args.margin)
+            data = contract.references_from_history(site, args.runs, margin=margin)
             sys.stdout.write(refs.dump_references(data))
             return 0
-        for path in contract.write_from_history(site, args.runs, margin=args.margin):
+        for path in contract.write_from_history(site, args.runs, margin=margin):
             print(f"wrote {path}")
         return 0
     if args.tolerance is None:
         raise InputError("references capture: give --tolerance T (one run) or --from-history")
+    if args.margin is not None:
+        raise InputError("references capture: --margin goes with --from-history; with "
+                         "--tolerance T the band is T around the run's value")
+    if args.runs:
+        raise InputError("references capture: --runs goes with --from-history; with "
+                         "--tolerance T give one run report")
     path = site.references
     existing = check_site_references(site) if path.exists() else None
     report_path = args.run_report or latest_report(site)

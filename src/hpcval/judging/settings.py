@@ -122,8 +122,9 @@ def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[st
     if "k" in data:
         k = data["k"]
         if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 1000:
-            raise InputError(f"{source}: {prefix}k: '{k}' must be a whole number of runs "
-                             "from 2 to 1000 (the run-to-run spread needs 2)")
+            quoted = " written without quotes" if isinstance(k, str) and k.isdigit() else ""
+            raise InputError(f"{source}: {prefix}k: '{_shown(k)}' must be a whole number of "
+                             f"runs{quoted} from 2 to 1000 (the run-to-run spread needs 2)")
         out["k"] = k
     for name, low, high in (("threshold", 0.0, 1.0), ("alpha", 0.0, 0.5),
                             ("min_spread", 0.0, 1.0)):
@@ -132,10 +133,19 @@ def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[st
             if value is None or not low <= value < high or (name == "alpha" and value == 0):
                 bounds = f"(0, {high:g})" if name == "alpha" else f"[{low:g}, {high:g})"
                 raise InputError(
-                    f"{source}: {prefix}{name}: '{data[name]}' must be a fraction in "
+                    f"{source}: {prefix}{name}: '{_shown(data[name])}' must be a fraction in "
                     f"{bounds} such as 0.05 or a percentage such as '5%'")
             out[name] = value
     return out
+
+
+def _shown(value: Any) -> str:
+    """A value as it was written in YAML (null, true), not as Python prints it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _fraction(value: Any) -> float | None:
