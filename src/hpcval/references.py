@@ -34,7 +34,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,8 @@ class Reference:
     upper: float | None
     unit: str | None
     xfail: str | None = None
+    #: where it is in the references file (``check.warm.bw_1MiB``), for messages
+    key: str = field(default="", compare=False)
 
     def bounds(self) -> tuple[float | None, float | None]:
         """Absolute (low, high) bounds, as ReFrame computes them."""
@@ -133,7 +135,7 @@ def parse_reference(value: Any, path: str, key: str) -> Reference:
     except ValueError as err:
         raise ReferencesError(path, key, f"ReFrame would reject this reference at the end of "
                               f"the run: {err} (reference {ref})") from None
-    return Reference(float(ref), lower, upper, unit, xfail_msg)
+    return Reference(float(ref), lower, upper, unit, xfail_msg, key)
 
 
 @dataclass
@@ -596,7 +598,8 @@ def check_variables(refs: Mapping[str, Reference], reported: Mapping[str, str | 
         ref_unit = refs[var].unit
         if ref_unit is not None and unit is not None and ref_unit != unit:
             raise ReferencesError(
-                str(path), f"{where}.{var}", f"unit {ref_unit!r} differs from the check's {unit!r}"
+                str(path), refs[var].key or f"{where}.{var}",
+                f"unit {ref_unit!r} differs from the check's {unit!r}"
             )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -259,9 +260,12 @@ class Store:
             if "disk" in text and "full" in text:
                 raise StoreError(f"{self.path}: disk full while writing the results store; "
                                  "free space and run `hpcval store rebuild`") from None
-            if "readonly" in text or "read-only" in text:
-                raise StoreError(f"{self.path}: the results store is read-only; make it "
-                                 "writable") from None
+            if "readonly" in text or "read-only" in text or (
+                    "unable to open" in text and not os.access(self.path.parent, os.W_OK)):
+                # SQLite writes its -wal and -shm files beside the store even to read it
+                raise StoreError(f"{self.path}: the results store is read-only (SQLite "
+                                 "writes its -wal and -shm files beside it, even to read); "
+                                 f"make {self.path.parent} writable") from None
             if "locked" in text:
                 raise StoreError(f"{self.path}: the results store stayed locked by another "
                                  "process for 60 s") from None

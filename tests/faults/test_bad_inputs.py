@@ -265,7 +265,8 @@ def test_reference_errors_found_at_run_setup_exit_2(site: Path) -> None:
     before = tree_digest(site / "var" / "local" / "reports")
     res = run(site, "validate", "--site", "local", "--", "-c", str(CHECKS),
               "-n", "fake_imb_check.*mode=ok$")
-    assert_clean_failure(res, 2, "references.yaml", "lat_0B", "unit 'ms' differs")
+    assert_clean_failure(res, 2, "references.yaml", "imb_pingpong_check.warm.lat_0B",
+                         "unit 'ms' differs")
     # the run is kept (its report names the cause); nothing earlier changed
     after = tree_digest(site / "var" / "local" / "reports")
     assert after.items() >= before.items()

@@ -123,3 +123,22 @@ def test_two_validations_at_once_both_stored(stored: Path, monkeypatch: pytest.M
     ids = {w for r in results for w in r.stdout.split() if "Z-" in w and w[:8].isdigit()}
     assert len(ids) >= 2
     assert _runs_in_history(stored, monkeypatch, capsys) == runs_before + 2
+
+
+def test_existing_store_on_a_read_only_disk_is_named_read_only(tmp_path: Path,
+                                                               mount_tmpfs) -> None:
+    """A store that became read-only (a remounted disk) is reported as such,
+    not as unusable with a rebuild hint a read-only disk cannot follow."""
+    from hpcval.store import Store
+
+    fs = mount_tmpfs("4m")
+    with Store(fs / "local" / "history.sqlite").connect(write=True):
+        pass
+    remount = subprocess.run(["mount", "-o", "remount,ro", str(fs)], capture_output=True,
+                             text=True, check=False)
+    if remount.returncode != 0:
+        pytest.skip(f"cannot remount read-only: {remount.stderr.strip()}")
+    res = run(make_checkout(tmp_path), "history", "--site", "local",
+              env={"HPCVAL_VAR": str(fs)})
+    assert_clean_failure(res, 3, "history.sqlite", "read-only", f"make {fs / 'local'} writable")
+    assert "rebuild" not in res.output

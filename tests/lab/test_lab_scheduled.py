@@ -27,7 +27,10 @@ if [ "${FAKE_RC:-0}" = 0 ]; then
 else
   echo "  imb_pingpong_internode_check (impi): bw_4MiB = 118.1 MB/s is outside >= 300.0 \
 (reference 1,200)"
-  echo "1 passed, 1 failed, 0 skipped: FAIL"
+  echo "Failures:"
+  echo "  imb_uniband_internode_check %cache=warm (lab+impi): run: job error: time limit \
+reached: Slurm cancelled the job (TIMEOUT)"
+  echo "1 passed, 2 failed, 0 skipped: FAIL"
 fi
 exit "${FAKE_RC:-0}"
 """
@@ -64,6 +67,9 @@ def test_failing_run_says_what_failed_and_exits_non_zero(tmp_path: Path) -> None
     assert proc.returncode == 1
     assert "hpcval scheduled validation of 'lab' FAILED" in proc.stderr
     assert "bw_4MiB = 118.1 MB/s is outside >= 300.0" in proc.stderr
+    # a check that failed before its figures (a crash, a time limit) is named too
+    assert ("imb_uniband_internode_check %cache=warm (lab+impi): run: job error: time limit "
+            "reached") in proc.stderr
     store = tmp_path / "var" / "lab" / "scheduled"
     history = (store / "history").read_text().splitlines()
     assert [h.split()[0] for h in history] == ["PASS", "FAIL"]
