@@ -113,7 +113,8 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
         for name, entry in refs.load_references(site.references).entries.items():
             out[name] = {"$index": list(entry.index), **entry.data} if entry.index \
                 else dict(entry.data)
-    measured: dict[str, list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]] = {}
+    # per check: (parameter names, index values, figure series) of each measured case
+    measured: dict[str, list[tuple[list[str], dict[str, Any], dict[str, Any]]]] = {}
     for key, run_ids in by_case.items():
         c = info[key]
         chosen = set(run_ids[-last:])
@@ -127,10 +128,9 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
         params = json.loads(c["params"])
         values = {"$partition": f"{c['system']}:{c['partition']}", "$environ": c["environ"],
                   **params}
-        measured.setdefault(c["check_name"], []).append((c, values, series))
+        measured.setdefault(c["check_name"], []).append((list(params), values, series))
     for name, found in measured.items():
-        full = (["$partition"] if len(partitions) > 1 else []) + ["$environ"] + [
-            a for a in json.loads(found[0][0]["params"])]
+        full = (["$partition"] if len(partitions) > 1 else []) + ["$environ", *found[0][0]]
         old = out.get(name)
         old_index = old.get("$index") if isinstance(old, dict) else None
         # the check's own index where it tells the measured cases apart: their
@@ -144,7 +144,7 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
         else:
             index = full
             out[name] = {"$index": index}
-        for _c, values, series in found:
+        for _, values, series in found:
             node = out[name]
             for attr in index:
                 node = node.setdefault(_yaml_key(values[attr]), {})

@@ -69,6 +69,15 @@ CREATE INDEX IF NOT EXISTS figures_by_series ON figures(case_key, variable);
 _RUN_ORDER = "COALESCE(started, 0), rowid"
 
 
+#: Every stored figure with its run and case, as :func:`_point` reads a row.
+_POINTS = ("SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
+           "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase, r.result "
+           "FROM figures f JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
+           "c.run_id=f.run_id AND c.case_key=f.case_key")
+_POINTS_ORDER = " ORDER BY " + _RUN_ORDER.replace("started", "r.started").replace(
+    "rowid", "r.rowid")
+
+
 def case_key(display_name: str, system: str, partition: str, environ: str) -> str:
     """The identity of a test case across runs: check with its parameters,
     where it ran, and with which programming environment."""
@@ -330,11 +339,7 @@ class Store:
                 case: str | None = None, before: str | None = None) -> list[HistoryPoint]:
         """Figures of every stored run, oldest first, of cases whose check passed
         its sanity (a case that failed before producing figures has none)."""
-        query = ("SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
-                 "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase, r.result "
-                 "FROM figures f "
-                 "JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
-                 "c.run_id=f.run_id AND c.case_key=f.case_key WHERE 1=1")
+        query = _POINTS + " WHERE 1=1"
         args: list[Any] = []
         for clause, value in (("c.check_name=?", check), ("f.variable=?", variable),
                               ("f.case_key=?", case),
@@ -343,29 +348,25 @@ class Store:
                 query += f" AND {clause}"
                 args.append(value)
         with self.connect() as conn:
-            rows = conn.execute(query + " ORDER BY " + _RUN_ORDER.replace("started", "r.started")
-                                .replace("rowid", "r.rowid"), args).fetchall()
+            rows = conn.execute(query + _POINTS_ORDER, args).fetchall()
         return [_point(r) for r in rows]
 
-    def history_of(self, case_keys: Iterable[str], before: str
+    def history_of(self, case_keys: Iterable[str], before: str | None = None
                    ) -> dict[tuple[str, str], list[HistoryPoint]]:
-        """:meth:`history` of every figure of the cases ``case_keys`` in runs
-        stored before run ``before``, by (case, variable): one query for a whole
-        run's figures rather than one per figure."""
+        """:meth:`history` of every figure of the cases ``case_keys`` (in runs
+        stored before run ``before``, if given), by (case, variable): one query
+        for a whole run's figures rather than one per figure."""
         keys = sorted(set(case_keys))
         out: dict[tuple[str, str], list[HistoryPoint]] = {}
         with self.connect() as conn:
             for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
                 chunk = keys[start:start + 500]
-                rows = conn.execute(
-                    "SELECT f.run_id, r.started, r.accepted, f.case_key, f.variable, f.unit, "
-                    "f.better, f.value, f.samples, f.band_result, c.result, c.fail_phase, r.result "
-                    "FROM figures f JOIN runs r ON r.run_id=f.run_id JOIN cases c ON "
-                    "c.run_id=f.run_id AND c.case_key=f.case_key "
-                    f"WHERE f.case_key IN ({','.join('?' * len(chunk))}) "
-                    "AND r.rowid<(SELECT rowid FROM runs WHERE run_id=?) ORDER BY "
-                    + _RUN_ORDER.replace("started", "r.started").replace("rowid", "r.rowid"),
-                    [*chunk, before]).fetchall()
+                where = f" WHERE f.case_key IN ({','.join('?' * len(chunk))})"
+                if before is not None:
+                    where += " AND r.rowid<(SELECT rowid FROM runs WHERE run_id=?)"
+                rows = conn.execute(_POINTS + where + _POINTS_ORDER,
+                                    [*chunk, *([before] if before is not None else [])]
+                                    ).fetchall()
                 for r in rows:
                     out.setdefault((r[3], r[4]), []).append(_point(r))
         return out

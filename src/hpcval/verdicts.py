@@ -175,15 +175,11 @@ def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
     """A note for each ``figures:`` glob of judging.yaml that matched no figure of
     the run (a typo, or a name written as ``<check>/<variable>`` without the
     parameters and the partition), with one real name to copy."""
-    import fnmatch
-
     if not names:
         return ""
-    lines = [f"note: {site.judging}: figures: '{pattern}' matches no figure of this run "
-             f"(figures are named like '{next(iter(names))}')"
-             for pattern, _ in settings.overrides
-             if not any(fnmatch.fnmatchcase(n, pattern) for n in names)]
-    return "".join(f"{line}\n" for line in lines)
+    return "".join(f"note: {site.judging}: figures: '{pattern}' matches no figure of this "
+                   f"run (figures are named like '{next(iter(names))}')\n"
+                   for pattern in settings.unmatched(names))
 
 
 def _moved_html(store: Store, verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
@@ -194,7 +190,8 @@ def _moved_html(store: Store, verdicts: list[tuple[str, str, str, dict[str, Any]
     moved = [(k, v) for k, v, o, _ in verdicts if o not in QUIET]
     if not moved:
         return ""
-    points = [p for k, v in moved for p in store.history(case=k, variable=v)]
+    histories = store.history_of(k for k, _ in moved)
+    points = [p for k, v in moved for p in histories.get((k, v), [])]
     return trend.html_section(trend.build(points), "History of the figures that moved")
 
 

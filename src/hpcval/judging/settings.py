@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,12 @@ class JudgingSettings:
             if fnmatch.fnmatchcase(key, pattern):
                 return replace(base, **values)
         return base
+
+    def unmatched(self, names: Iterable[str]) -> list[str]:
+        """The ``figures:`` globs that match none of ``names``."""
+        names = list(names)
+        return [pattern for pattern, _ in self.overrides
+                if not any(fnmatch.fnmatchcase(n, pattern) for n in names)]
 
     @classmethod
     def load(cls, path: str | Path) -> JudgingSettings:
