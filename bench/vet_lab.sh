@@ -68,12 +68,12 @@ gate)
     $HPCVAL lab up --nodes 6 --fabric 1g --no-file-server >/dev/null
     $HPCVAL lab fabric 100m --node lab-n3 >/dev/null
     echo "# gate, $(date -u +%FT%TZ)"
-    rc=0; $HPCVAL vet --site lab --quiet --drain | grep -E "^  |drained" || rc=$?
+    rc=0; $HPCVAL vet --site lab --quiet --drain | grep -E "^  (node|link|switch) |drained" || rc=$?
     sinfo -h -N -o '%N %T %E' | grep lab-n3
     for link in 100m 1g; do
         $HPCVAL lab fabric "$link" --node lab-n3 >/dev/null
         rc=0; $HPCVAL vet --site lab --quiet --gate lab-n3 > /tmp/vet-gate.$$ 2>&1 || rc=$?
-        grep -E "^  |^gate|error" /tmp/vet-gate.$$; rm -f /tmp/vet-gate.$$
+        grep -E "^  (node|link|switch) |^gate|error" /tmp/vet-gate.$$; rm -f /tmp/vet-gate.$$
         echo "lab-n3 link $link: gate exit $rc; now: $(sinfo -h -N -o '%N %T %E' | grep lab-n3)"
     done
     ;;
