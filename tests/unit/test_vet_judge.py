@@ -108,3 +108,16 @@ def test_a_slow_switch_is_named_as_the_switch(seed: int) -> None:
                               topology=topo)
     kinds = {(c.kind, c.name) for c in verdict.culprits}
     assert kinds == {("switch", "sw002")}
+
+
+def test_html_page_names_the_culprit_once_with_its_evidence() -> None:
+    from hpcval.vet import report
+
+    result = recorded("one-bad-node")
+    result["verdict"] = judge_recorded(result).to_dict()
+    # what `hpcval vet` stores beside the samples (the recorded file keeps the samples only)
+    result.update(id="20261123T205156Z-ebfeeb", site="lab", partition="lab", rounds=5,
+                  follow_up_rounds=0, jobs=1, steps=81, wall_seconds=67.0)
+    page = report.html_page(result)
+    assert "<b>node lab-n3</b>: PingPong 1 MiB" in page
+    assert "lab-n3: lab-n3" not in page

@@ -118,7 +118,8 @@ def html_page(result: Mapping[str, Any]) -> str:
         rows.append("</table>")
         bars += rows
     culprits = "".join(f"<li><b>{html.escape(c['kind'])} {html.escape(c['name'])}</b>: "
-                       f"{html.escape(c['evidence'])}</li>" for c in verdict["culprits"])
+                       f"{html.escape(c['evidence'].removeprefix(c['name'] + ': '))}</li>"
+                       for c in verdict["culprits"])
     notes = "".join(f"<li>{html.escape(x)}</li>" for x in verdict["partition"] + verdict["notes"]
                     + result.get("failures", []))
     summary = "".join(f"<tr><td>{html.escape(n)}</td><td>{html.escape(v)}</td></tr>"
