@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -43,10 +44,31 @@ def test_new_site_records_then_validates_green(tmp_path: Path, hpcval: HpcvalRun
     checked = hpcval(root, "references", "check", "--site", "newsite")
     assert checked.returncode == 0, checked.stderr
     second = hpcval(root, "validate", "--site", "newsite", "--", *QUICK)
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert "0 failed" in second.stdout
-    runs = Store(root / "var" / "newsite" / "history.sqlite").runs()
-    assert len(runs) == 2 and all(r["accepted"] for r in runs)
+    db = root / "var" / "newsite" / "history.sqlite"
+    runs = Store(db).runs()
+    assert len(runs) == 2 and runs[0]["accepted"]
+    if second.returncode == 0:
+        assert "0 failed" in second.stdout
+        assert runs[1]["accepted"]
+        return
+    # One run's recording cannot foresee a slower mode of the machine. This machine's
+    # 1-4 MiB shared-memory bandwidth is bimodal between launches (docs/judging.md, "The
+    # local site": 20-27 GB/s or 1.7-7 GB/s), so the second run may land below a quarter of
+    # the first run's worst sample. Then, and only then, the run must fail its band on
+    # exactly those bandwidth figures, named, with nothing else failing.
+    assert second.returncode == 1, second.stdout + second.stderr
+    with sqlite3.connect(db) as conn:
+        cases = conn.execute("SELECT case_key, result, fail_phase FROM cases WHERE run_id=?",
+                             (runs[1]["run_id"],)).fetchall()
+        failed = conn.execute(
+            "SELECT case_key, variable, value, reference * (1 + lower) FROM figures "
+            "WHERE run_id=? AND band_result='fail'", (runs[1]["run_id"],)).fetchall()
+    assert all(res == "pass" or phase == "performance" for _, res, phase in cases), cases
+    assert failed, second.stdout
+    for key, variable, value, floor in failed:
+        assert "imb_pingpong_check" in key and variable in ("bw_1MiB", "bw_4MiB"), failed
+        assert value < floor, failed
+        assert variable in second.stdout
 
 
 def test_two_validations_started_together_both_stored(checkout: Path):
