@@ -241,3 +241,14 @@ def test_imb_2_3_banner_and_a_wrapped_table_is_refused(data_dir):
     table = check_complete(result, "Sendrecv", [0, 4194304])
     assert table.value(4194304, "mbytes_per_sec") == 415.77
     assert table.value(1048576, "t_avg_usec") == 3868.21
+
+
+def test_barrier_table_of_a_run_cut_before_finalize_is_refused(data_dir):
+    """Barrier rows have no #bytes; a run that stops after them (before
+    MPI_Finalize) is refused with a ParseError, not an IndexError."""
+    text = read(data_dir, "allreduce_sendrecv_npmin1_impi2021.19.txt")
+    result = parse_imb(text[:text.index("All processes entering MPI_Finalize")], "cut.txt")
+    assert not result.finished and result.table("Barrier").rows
+    with pytest.raises(ParseError, match=r"cut.txt: IMB output ends before 'All processes "
+                                         r"entering MPI_Finalize' \(last Barrier size: none\)"):
+        check_complete(result, "Barrier", [], source="cut.txt")
