@@ -39,13 +39,13 @@ def _imb(text: str) -> None:
 
 
 def _omb(text: str) -> None:
-    result = omb.parse_omb(text, "p")
-    result.sizes()
-    result.validation_failures()
-    for column in result.columns[1:]:
-        if column != "validation":
-            result.column(column)
-    omb.check_complete(result, 1 << 20, "p")
+    for result in omb.parse_omb_tables(text, "p").values():
+        result.sizes()
+        result.validation_failures()
+        for column in result.columns[1:]:
+            if column != "validation":
+                result.column(column)
+    omb.check_complete(omb.parse_omb(text, "p"), 1 << 20, "p")
 
 
 def _ior_json(text: str) -> None:
