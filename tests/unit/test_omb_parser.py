@@ -257,3 +257,17 @@ def test_a_second_table_of_the_same_datatype_is_refused() -> None:
     lines[at:at + 2] = ["# Size         Avg Latency(us)     Extra"]
     with pytest.raises(ParseError, match=rf"h.txt: line {at + 1}: a second MPI_CHAR table"):
         parse_omb("\n".join(lines) + "\n", "h.txt")
+
+
+def test_open_mpi_help_block_before_and_another_ranks_lines_inside_the_table() -> None:
+    """Open MPI 4.1.4 run: its help block and an ORTE_ERROR_LOG line before
+    the title are kept as the preamble; the other rank's allocation lines
+    printed between the 16 and 32 B rows do not cost a row."""
+    result = load("7.4", "osu_latency_openmpi4.1.4_help_block.txt")
+    assert result.preamble[1] == "An invalid value was supplied for an enum variable."
+    assert "ORTE_ERROR_LOG" in result.preamble[6]
+    assert result.sizes() == [2**i for i in range(21)]
+    assert result.value("latency_us", 16) == pytest.approx(0.15)
+    assert result.value("latency_us", 32) == pytest.approx(0.16)
+    assert result.value("latency_us", 1048576) == pytest.approx(1917.37)
+    check_complete(result, 1048576)
