@@ -89,3 +89,18 @@ def test_rating_that_is_not_a_number_names_the_line() -> None:
 def test_not_a_summary(text: str) -> None:
     with pytest.raises(ParseError):
         parse_hpcg(text, "g")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("rating of=2.04601", "rating of=inf",
+     r"x:119: impossible value of the HPCG GFLOP/s rating: 'inf'"),
+    ("Distributed Processes=2", "Distributed Processes=1e400",
+     r"x:5: impossible value of the process count: '1e400'"),
+])
+def test_values_that_are_not_finite_are_refused(old: str, new: str, message: str) -> None:
+    """'inf' read as a rating and a process count too large for a float
+    (an OverflowError traceback) are refused, naming the line."""
+    text = load(TXT)
+    assert old in text
+    with pytest.raises(ParseError, match=message):
+        parse_hpcg(text.replace(old, new), "x")

@@ -241,3 +241,33 @@ def test_imb_2_3_banner_and_a_wrapped_table_is_refused(data_dir):
     table = check_complete(result, "Sendrecv", [0, 4194304])
     assert table.value(4194304, "mbytes_per_sec") == 415.77
     assert table.value(1048576, "t_avg_usec") == 3868.21
+
+
+def test_barrier_table_of_a_run_cut_before_finalize_is_refused(data_dir):
+    """Barrier rows have no #bytes; a run that stops after them (before
+    MPI_Finalize) is refused with a ParseError, not an IndexError."""
+    text = read(data_dir, "allreduce_sendrecv_npmin1_impi2021.19.txt")
+    result = parse_imb(text[:text.index("All processes entering MPI_Finalize")], "cut.txt")
+    assert not result.finished and result.table("Barrier").rows
+    with pytest.raises(ParseError, match=r"cut.txt: IMB output ends before 'All processes "
+                                         r"entering MPI_Finalize' \(last Barrier size: none\)"):
+        check_complete(result, "Barrier", [], source="cut.txt")
+
+
+def test_imb_2_3_without_finalize_and_runtime_messages_inside_the_table(data_dir):
+    """IMB 2.3 output as an Open MPI MTT run stored it (posted to the MTT
+    developers' list): Open MPI's 16-line signal report sits between the
+    262144 and 524288 rows, and IMB 2.x prints no MPI_Finalize line. Every
+    row is kept, the report is kept apart."""
+    text = read(data_dir, "imb2.3_allgatherv_np8_messages_in_table_mtt-devel_2008-01-0201.txt")
+    assert "All processes entering MPI_Finalize" not in text
+    result = parse_imb(text, source="mtt.txt")
+    assert result.version == "2.3" and result.finished
+    table = check_complete(result, "Allgatherv", [0, 262144, 524288, 4194304], processes=8)
+    assert table.sizes() == [0] + [2**i for i in range(23)]
+    assert table.value(262144, "t_avg_usec") == 12545.59
+    assert table.value(524288, "t_min_usec") == 27091.03
+    assert table.value(4194304, "t_max_usec") == 130419.42
+    assert len(table.messages) == 16
+    assert table.messages[0] == (48, "[svbu-mpi031:12247] *** Process received signal ***")
+    assert table.messages[-1][1].endswith("*** End of error message ***")

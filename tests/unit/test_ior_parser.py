@@ -167,3 +167,16 @@ def test_json_values_that_are_not_finite_numbers(old: str, new: str, message: st
     assert old in text
     with pytest.raises(ParseError, match=message):
         parse_ior_json_tests(text.replace(old, new), "m.json")
+
+
+@pytest.mark.parametrize("figure", ["1.2.3", "."])
+def test_a_max_line_that_is_not_a_number_names_its_line(figure: str) -> None:
+    """A corrupted ``Max Write:`` figure was a ValueError traceback."""
+    from hpcval.parsers.ior import parse_ior_text_tests
+
+    text = load("script_two_tests_verbose.txt")
+    assert "\nMax Write: 1959.84 MiB/sec" in text
+    broken = text.replace("Max Write: 1959.84", f"Max Write: {figure}")
+    with pytest.raises(ParseError, match=rf"s.txt: line 47: not a number in 'Max Write: "
+                                         rf"{figure.replace('.', '[.]')} MiB/sec"):
+        parse_ior_text_tests(broken, "s.txt")

@@ -208,3 +208,66 @@ def test_a_row_cut_in_the_middle_names_its_line() -> None:
     with pytest.raises(ParseError,
                        match=rf"cut.txt: line {at + 1}: row has 2 fields, header names 5"):
         parse_omb("\n".join(lines) + "\n", source="cut.txt")
+
+
+# --- several tables in one output: osu_latency -T all (one table per datatype) ---
+
+
+def test_one_table_per_datatype_is_kept_apart() -> None:
+    from hpcval.parsers.omb import parse_omb_tables
+
+    text = (DATA / "7.4" / "osu_latency_T_all.txt").read_text()
+    with pytest.raises(ParseError, match=r"t.txt: OMB output of 3 tables \(datatypes MPI_CHAR, "
+                                         r"MPI_INT, MPI_FLOAT\).*parse_omb_tables"):
+        parse_omb(text, "t.txt")
+    tables = parse_omb_tables(text, "t.txt")
+    assert list(tables) == ["MPI_CHAR", "MPI_INT", "MPI_FLOAT"]
+    char, int_, float_ = tables.values()
+    assert char.title == int_.title == "MPI Latency Test v7.4"
+    assert char.sizes() == [2**i for i in range(13)]
+    assert int_.sizes() == float_.sizes() == [2**i for i in range(2, 13)]
+    # each size's figure is its own table's, none taken from another datatype
+    assert (char.value("latency_us", 1), char.value("latency_us", 4)) == (913.84, 0.34)
+    assert (int_.value("latency_us", 4), int_.value("latency_us", 4096)) == (0.78, 1.22)
+    assert (float_.value("latency_us", 4), float_.value("latency_us", 4096)) == (0.42, 6.34)
+    assert float_.units == {"avg_latency_us": "us"}
+    assert len(char.preamble) == 4  # the allocation lines before the title
+    check_complete(int_, 4096)
+
+
+def test_a_single_table_output_is_one_entry() -> None:
+    from hpcval.parsers.omb import parse_omb_tables
+
+    text = (DATA / "7.4" / "osu_latency_i_mpi_debug5.txt").read_text()
+    (only,) = parse_omb_tables(text, "one.txt").values()
+    assert only.value("latency_us", 65536) == parse_omb(text).value("latency_us", 65536)
+
+
+def test_a_second_table_of_the_same_datatype_is_refused() -> None:
+    """Two runs' outputs in one file, or a second header after the rows (the
+    KeyError of a column the first rows lack), name the line."""
+    from hpcval.parsers.omb import parse_omb_tables
+
+    text = (DATA / "7.4" / "osu_latency_T_all.txt").read_text()
+    lines = text.splitlines()
+    with pytest.raises(ParseError, match=rf"two.txt: line {len(lines) + 7}: a second MPI_CHAR "
+                                         "table"):
+        parse_omb_tables(text + text, "two.txt")
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("# Datatype: MPI_INT"))
+    lines[at:at + 2] = ["# Size         Avg Latency(us)     Extra"]
+    with pytest.raises(ParseError, match=rf"h.txt: line {at + 1}: a second MPI_CHAR table"):
+        parse_omb("\n".join(lines) + "\n", "h.txt")
+
+
+def test_open_mpi_help_block_before_and_another_ranks_lines_inside_the_table() -> None:
+    """Open MPI 4.1.4 run: its help block and an ORTE_ERROR_LOG line before
+    the title are kept as the preamble; the other rank's allocation lines
+    printed between the 16 and 32 B rows do not cost a row."""
+    result = load("7.4", "osu_latency_openmpi4.1.4_help_block.txt")
+    assert result.preamble[1] == "An invalid value was supplied for an enum variable."
+    assert "ORTE_ERROR_LOG" in result.preamble[6]
+    assert result.sizes() == [2**i for i in range(21)]
+    assert result.value("latency_us", 16) == pytest.approx(0.15)
+    assert result.value("latency_us", 32) == pytest.approx(0.16)
+    assert result.value("latency_us", 1048576) == pytest.approx(1917.37)
+    check_complete(result, 1048576)

@@ -97,3 +97,13 @@ def test_two_runs_in_one_file_are_not_merged() -> None:
 def test_not_stream_output(text: str) -> None:
     with pytest.raises(ParseError):
         parse_stream(text, "g.txt")
+
+
+def test_a_rate_that_is_not_finite_is_refused() -> None:
+    """A zero minimum time makes stream.c print an infinite rate: refused, not read."""
+    lines = load("stream_c_5.10_10M_omp2.txt").splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Triad:"))
+    rate = lines[at].split()[1]
+    lines[at] = lines[at].replace(rate, "inf")
+    with pytest.raises(ParseError, match=rf"x:{at + 1}: impossible value in the STREAM Triad row"):
+        parse_stream("\n".join(lines), "x")

@@ -29,6 +29,7 @@ enough to be submitted.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -123,8 +124,8 @@ def _float(value: str, line: int, what: str, source: str) -> float:
         number = float(value)
     except ValueError:
         raise ParseError(f"{source}:{line}: {what} is not a number: {value!r}") from None
-    if number != number or number < 0:
-        raise ParseError(f"{source}:{line}: impossible {what}: {value!r}")
+    if not math.isfinite(number) or number < 0:
+        raise ParseError(f"{source}:{line}: impossible value of {what}: {value!r}")
     return number
 
 

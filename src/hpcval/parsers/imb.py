@@ -246,9 +246,10 @@ def check_complete(result: ImbResult, benchmark: str, sizes: Iterable[int],
         e = table.errors[0]
         raise ParseError(f"{source}: IMB {benchmark} {e.bytes} B: {e.kind}: {e.message}")
     if not result.finished:
+        sizes = table.sizes()  # none for Barrier, whose rows have no #bytes
         raise ParseError(
             f"{source}: IMB output ends before 'All processes entering MPI_Finalize' "
-            f"(last {benchmark} size: {table.sizes()[-1] if table.rows else 'none'}): "
+            f"(last {benchmark} size: {sizes[-1] if sizes else 'none'}): "
             "the run crashed or was killed"
         )
     return table

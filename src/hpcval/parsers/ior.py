@@ -312,8 +312,14 @@ def parse_ior_text_tests(text: str, source: str = "<IOR output>"
         owner = [tid for pos, tid in sections if pos < m.start()]
         test_id = owner[-1] if owner else min(tests)
         op = m.group("op").lower()
+        try:
+            mib = float(m.group("mib"))
+        except ValueError:
+            line = text[m.start():].partition("\n")[0].strip()
+            raise _fail(source, f"line {text.count(chr(10), 0, m.start()) + 1}: not a number "
+                                f"in {line!r}") from None
         if test_id in tests and op in tests[test_id]:
-            tests[test_id][op]["max_line"] = float(m.group("mib"))
+            tests[test_id][op]["max_line"] = mib
     return tests
 
 

@@ -31,6 +31,11 @@ the header is refused with its line number. Each column keeps the unit its
 header gives (:attr:`OmbResult.units`: ``Overlap(%)`` → ``overlap_pct`` in
 ``%``, ``Latency (us)`` → ``us``).
 
+With ``-T all`` (or several ``-T``) OMB 7.x prints one table per datatype,
+each under its own ``# Datatype:`` line; :func:`parse_omb_tables` keeps each
+apart, keyed by datatype, and :func:`parse_omb` refuses such an output rather
+than mix the tables' rows.
+
 A failed run — a usage message, ``This test requires exactly two processes``,
 a header without rows, a row cut off or a launcher's ``BAD TERMINATION`` —
 raises :class:`~hpcval.errors.ParseError` naming the source. A ``Fail`` in a
@@ -154,10 +159,75 @@ def _fail(source: str, reason: str) -> ParseError:
     return ParseError(f"{source}: {reason}")
 
 
+def _is_row(line: str) -> bool:
+    return bool(_ROW_RE.match(line)) or line.strip().isdigit()
+
+
+def _is_header(stripped: str) -> bool:
+    parts = _split_header(stripped) if stripped.startswith("#") else []
+    return bool(parts) and normalise_column(parts[0]) in _SIZE_NAMES
+
+
+def _table_starts(lines: list[str]) -> list[int]:
+    """Indexes of the lines that begin a new table: a ``# Datatype:`` line or a
+    column header met after rows of the table before (``-T all`` prints one
+    table per datatype)."""
+    starts: list[int] = []
+    rows_seen = False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if _DATATYPE_RE.match(stripped) or _is_header(stripped):
+            if rows_seen:
+                starts.append(i)
+                rows_seen = False
+        elif _is_row(line):
+            rows_seen = True
+    return starts
+
+
+def parse_omb_tables(text: str, source: str = "<OMB output>") -> dict[str | None, OmbResult]:
+    """Every table of one OMB run, keyed by its datatype (None where OMB
+    prints none): ``-T all`` (or several ``-T``) prints one table per
+    datatype, each read on its own. A second table of the same datatype (two
+    runs in one file) is refused, naming its line."""
+    lines = text.splitlines()
+    starts = _table_starts(lines)
+    if not starts:
+        result = _parse_table(lines, source)
+        return {result.datatype: result}
+    # The first table keeps the lines before it (title, banners, its header);
+    # each later one sees those lines, then only its own: other tables'
+    # lines are blanked, so line numbers stay those of the file.
+    first_row = next(i for i, line in enumerate(lines) if _is_row(line))
+    bounds = list(zip([0, *starts], [*starts, len(lines)], strict=True))
+    tables: dict[str | None, OmbResult] = {}
+    for number, (begin, end) in enumerate(bounds):
+        keep = [line if (begin <= i < end or (number and i < first_row)) else ""
+                for i, line in enumerate(lines)]
+        datatype = next((m.group("dt") for line in reversed(keep)
+                         if (m := _DATATYPE_RE.match(line.strip()))), None)
+        if datatype in tables:
+            raise _fail(source, f"line {begin + 1}: a second {datatype or 'OMB'} table: "
+                                "two OMB runs in one output? parse each run on its own")
+        tables[datatype] = _parse_table(keep, source)
+    return tables
+
+
 def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
     """Parse one OMB point-to-point run (osu_latency, osu_bw, osu_bibw,
-    osu_mbw_mr, osu_multi_lat); see the module documentation."""
-    lines = text.splitlines()
+    osu_mbw_mr, osu_multi_lat) of one table; see the module documentation.
+    An output of several tables (``-T all``) is refused: read it with
+    :func:`parse_omb_tables`."""
+    tables = parse_omb_tables(text, source)
+    if len(tables) > 1:
+        raise _fail(source, f"OMB output of {len(tables)} tables (datatypes "
+                            f"{', '.join(str(d) for d in tables)}): read it with "
+                            "parse_omb_tables, which keeps each apart")
+    return next(iter(tables.values()))
+
+
+def _parse_table(lines: list[str], source: str) -> OmbResult:
+    text = "\n".join(lines)
     if not any(_TITLE_RE.match(line.strip()) for line in lines) and not any(
             m in text for m in _FAILURE_MARKERS):
         raise _fail(source, "no OSU benchmark title: not OMB output")

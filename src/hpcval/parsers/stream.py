@@ -28,6 +28,7 @@ that stops before all four kernels and the validation line raise
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -102,7 +103,7 @@ def _numbers(rest: str, line_no: int, name: str, source: str) -> list[float]:
     except ValueError:
         raise ParseError(f"{source}:{line_no}: not a number in the STREAM {name} row: "
                          f"{rest.strip()!r}") from None
-    if any(v != v or v < 0 for v in values):
+    if any(not math.isfinite(v) or v < 0 for v in values):
         raise ParseError(f"{source}:{line_no}: impossible value in the STREAM {name} row: "
                          f"{rest.strip()!r}")
     return values
