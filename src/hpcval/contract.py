@@ -88,12 +88,18 @@ def _case_rows(store: Store, runs: list[str] | None) -> list[dict[str, Any]]:
 
 
 def references_from_history(site: Site, runs: list[str] | None = None, last: int = 20,
-                            margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
+                            margin: float = DEFAULT_MARGIN,
+                            omitted: list[str] | None = None) -> dict[str, Any]:
     """References data (as :func:`hpcval.references.dump_references` takes) for
     every check in the selected runs (default: the last ``last`` accepted
     runs of each case); entries of checks not in them are kept as they are, and
     so are the cases of a check that the runs did not measure, where the
-    check's ``$index`` is unchanged."""
+    check's ``$index`` is unchanged.
+
+    A figure whose samples allow no band (:func:`band`: a reference of zero or
+    below, e.g. a cost that is noise around zero) gets none, and a case left
+    without any figure is not written; each such figure is appended to
+    *omitted* as ``check key/.../variable`` for the caller to report."""
     if not 0 < margin < 1:
         raise InputError(f"--margin {margin}: must be a fraction between 0 and 1")
     store = Store(site.history_db)
@@ -145,14 +151,33 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
             index = full
             out[name] = {"$index": index}
         for _, values, series in found:
-            node = out[name]
+            path = [out[name]]
             for attr in index:
-                node = node.setdefault(_yaml_key(values[attr]), {})
+                path.append(path[-1].setdefault(_yaml_key(values[attr]), {}))
+            where = "/".join([name, *(str(values[attr]) for attr in index)])
             for variable, (unit, better, per_run) in sorted(series.items()):
                 b = band(per_run, better, unit, margin)
                 if b is not None:
-                    node[variable] = b
+                    path[-1][variable] = b
+                elif omitted is not None:
+                    omitted.append(f"{where}/{variable}")
+            # a case without any band is no entry (an empty mapping is no valid file)
+            keys = [_yaml_key(values[attr]) for attr in index]
+            for depth in range(len(keys), 0, -1):
+                if path[depth]:
+                    break
+                del path[depth - 1][keys[depth - 1]]
+        if set(out[name]) <= {"$index"}:
+            del out[name]
     return out
+
+
+def omitted_note(site: Site, omitted: list[str]) -> str:
+    """What to do about the figures :func:`references_from_history` gave no band."""
+    return (f"{site.references}: no band for {len(omitted)} figure(s) with samples at or "
+            f"below zero: {', '.join(omitted)}; write their references by hand "
+            "(docs/references.md; a reference of 0 takes absolute bounds), else validate "
+            "fails them for a missing reference")
 
 
 def _yaml_key(value: Any) -> Any:
@@ -186,10 +211,13 @@ def host_expectations_from_run(site: Site, run_id: str) -> dict[str, Any] | None
 
 
 def write_from_history(site: Site, runs: list[str] | None = None,
-                       margin: float = DEFAULT_MARGIN) -> list[Path]:
-    """Write references (and, from a run with an audit, host expectations)."""
+                       margin: float = DEFAULT_MARGIN,
+                       omitted: list[str] | None = None) -> list[Path]:
+    """Write references (and, from a run with an audit, host expectations);
+    figures that got no band are appended to *omitted*
+    (:func:`references_from_history`)."""
     written = []
-    data = references_from_history(site, runs, margin=margin)
+    data = references_from_history(site, runs, margin=margin, omitted=omitted)
     source = f"runs {', '.join(runs)}" if runs else "the site's accepted runs"
     header = (f"# References of site {site.name!r} from {source}, written by hpcval.\n"
               f"# Reference: median of the runs' medians. Band: one-sided, the worst sample "

@@ -112,8 +112,11 @@ class RunReport:
 
 
 def skip_reason(case: CaseResult) -> str:
-    """A skip's reason, first line, without ReFrame's prefix."""
-    reason = (case.fail_reason or "no reason given").splitlines()[0]
+    """A skip's reason, first line, without ReFrame's prefix: from the case's
+    ``skip_reason`` (:class:`hpcval.rfm.HpcvalTest` records it; ReFrame 4.10's
+    report has no reason for a skip), else ReFrame's ``fail_reason``."""
+    reason = (str(case.raw.get("skip_reason") or "") or case.fail_reason
+              or "no reason given").splitlines()[0]
     for prefix in ("SkipTestError: ", "skipped: "):
         reason = reason.removeprefix(prefix)
     return reason.strip() or "no reason given"

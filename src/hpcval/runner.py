@@ -182,6 +182,8 @@ class _Console:
         self.errors: list[str] = []
         #: a traceback passed through the site config (it raised while being read)
         self.config_raised = False
+        #: ReFrame said it ran no test case (it then writes no run report)
+        self.ran_nothing = False
         self.returncode = 0
 
     def line(self, text: str) -> None:
@@ -207,11 +209,15 @@ class _Console:
         plain = _ANSI.sub("", text).strip()
         if plain.startswith("ERROR:"):
             self.errors.append(plain.removeprefix("ERROR:").strip())
+        if _RAN_NOTHING.search(plain):
+            self.ran_nothing = True
         self.out.write(text)
         self.out.flush()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: ReFrame's summary of a run that selected no test case
+_RAN_NOTHING = re.compile(r"\] Ran 0/0 test case\(s\)")
 
 #: ReFrame's errors that mean the site config is wrong (exit 2, not 1).
 _CONFIG_ERRORS = ("failed to load configuration", "failed to initialize runtime",
@@ -293,6 +299,12 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         return _conclude(site, run_id, report_path, console, record, out)
 
 
+#: What ``validate`` says when ReFrame selected no test case.
+NOTHING_SELECTED = ("no check ran: nothing selected for this site (check the names given "
+                    "with -n, the site's environments and the options given; a case needing "
+                    "more ranks than a partition's CPUs is not generated)")
+
+
 def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
               record: bool, out: IO[str]) -> Outcome:
     from hpcval import verdicts
@@ -310,6 +322,10 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
             why = (f"{site.config}: ReFrame cannot use the site config: "
                    f"{config_error or console.summaries[-1]}; fix the file (traceback, if "
                    f"any, in {log})")
+        elif console.ran_nothing and rc == 0 and not console.errors:
+            # ReFrame 4.10 writes no report for an empty selection
+            print(f"hpcval: error: {NOTHING_SELECTED}", file=sys.stderr)
+            return Outcome(EXIT_FAILED, None, None, rc, run_id)
         else:
             code = EXIT_FAILED
             why = (console.summaries or console.errors or [f"see {log}"])[-1]
@@ -319,8 +335,7 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
     report = load_run_report(report_path)
     if not report.cases:
         publish(report_path, site, out)
-        print("hpcval: error: no check ran: nothing selected for this site (check the "
-              "site's environments and the options given)", file=sys.stderr)
+        print(f"hpcval: error: {NOTHING_SELECTED}", file=sys.stderr)
         return Outcome(EXIT_FAILED, report, None, rc, run_id)
     judged = verdicts.store_and_judge(site, run_id, report, record=record)
     report, html = publish(report_path, site, out, judged.html_sections, judged.text)

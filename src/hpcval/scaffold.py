@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcval.errors import InputError
+from hpcval import spack
+from hpcval.errors import HpcvalError, InputError
 from hpcval.fileio import atomic_write
 from hpcval.site import Site, validate_name
 
@@ -171,8 +173,13 @@ def config_text(name: str, scheduler: str, partitions: list[SlurmPartition]) -> 
         name=name, descr=descr, partitions=parts)
 
 
-def new_site(name: str, root: Path | None = None, scheduler: str = "auto") -> list[Path]:
-    """Write a new site's files; refuses to touch an existing site."""
+def new_site(name: str, root: Path | None = None, scheduler: str = "auto",
+             venv: Path | None = None) -> list[Path]:
+    """Write a new site's files; refuses to touch an existing site. Where the
+    copied spack.yaml includes the generated Intel MPI external
+    (:data:`hpcval.spack.VENV_MPI_INCLUDE`), it is written too, from *venv*
+    (default: the venv running hpcval) when that has the Intel MPI wheels:
+    ``make setup`` wrote it only for the environments that existed then."""
     validate_name(name, "site name")
     site = Site.load(name, root, must_exist=False)
     if site.dir.exists():
@@ -194,4 +201,10 @@ def new_site(name: str, root: Path | None = None, scheduler: str = "auto") -> li
             f"# Spack environment of site {name!r}, copied from environments/local by "
             "`hpcval site new`:\n# declare this system's compilers, MPI and Slurm as "
             "externals and its target (docs/spack.md).\n") + text, "writing spack.yaml"))
+        if spack.VENV_MPI_INCLUDE in text:
+            try:
+                made = spack.write_venv_externals(venv or Path(sys.prefix), site.root)
+            except HpcvalError:
+                made = []  # no Intel MPI wheels here: `hpcval spack doctor` says what to do
+            written += [p for p in made if p.parent == site.spack_env]
     return written

@@ -302,8 +302,8 @@ def packages_config(env_dir: str | Path) -> tuple[dict[str, Any], list[str]]:
     # lowest precedence first: the includes in reverse order, then spack.yaml
     for path in [*reversed(files[1:]), files[0]]:
         if not path.is_file():
-            hint = (" (run make setup, or hpcval spack externals)"
-                    if path.name == VENV_MPI_INCLUDE else "")
+            hint = (" (run `hpcval spack externals`: `make setup` runs it only when it "
+                    "builds the venv)" if path.name == VENV_MPI_INCLUDE else "")
             problems.append(f"{path}: included by {files[0]} but missing{hint}")
             continue
         data = _read_yaml(path)

@@ -279,6 +279,10 @@ def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[
     expectations from what this run measured (existing files are backed up)."""
     from hpcval import contract
 
-    written = contract.write_from_history(site, runs=[run_id], margin=contract.RECORD_MARGIN)
+    omitted: list[str] = []
+    written = contract.write_from_history(site, runs=[run_id], margin=contract.RECORD_MARGIN,
+                                          omitted=omitted)
     for path in written:
         print(f"wrote {path} (review it before committing)", file=out)
+    if omitted:
+        print(contract.omitted_note(site, omitted), file=out)

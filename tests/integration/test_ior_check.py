@@ -45,6 +45,8 @@ def test_skipped_with_reason_without_ior(checkout: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "0 passed, 0 failed, 4 skipped: PASS" in out
+    # the verdict says why (ReFrame's run report keeps no reason for a skip)
+    assert "Skipped:\n  4 x ior not found in $HPCVAL_IOR_DIR (unset) or PATH" in proc.stdout
     log = (checkout / "var" / "local" / "reframe.log").read_text()
     assert "ior not found in $HPCVAL_IOR_DIR (unset) or PATH" in log
 

@@ -125,13 +125,13 @@ def test_compiler_of_another_version_or_without_fortran_is_named(tmp_path: Path)
                        f"compiler {tmp_path / 'gcc'} does not exist"]
 
 
-def test_missing_generated_include_says_make_setup(tmp_path: Path) -> None:
+def test_missing_generated_include_says_hpcval_spack_externals(tmp_path: Path) -> None:
     env_dir = _copy("local", tmp_path)
     (env_dir / spack.VENV_MPI_INCLUDE).unlink(missing_ok=True)
     _, problems = spack.packages_config(env_dir)
     assert problems == [f"{env_dir / spack.VENV_MPI_INCLUDE}: included by "
-                        f"{env_dir / 'spack.yaml'} but missing (run make setup, or hpcval spack "
-                        "externals)"]
+                        f"{env_dir / 'spack.yaml'} but missing (run `hpcval spack externals`: "
+                        "`make setup` runs it only when it builds the venv)"]
 
 
 def test_missing_sources_are_named_with_url_and_sha256() -> None:

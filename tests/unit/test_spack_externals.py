@@ -98,3 +98,21 @@ def test_cli_writes_for_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert cli.main(["spack", "externals", "--prefix", str(venv)]) == 0
     assert (envs / "local" / spack.VENV_MPI_INCLUDE).is_file()
     assert cli.main(["spack", "externals", "--prefix", str(tmp_path / "none")]) == 2
+
+
+def test_new_site_gets_the_intel_mpi_external_its_spack_yaml_includes(tmp_path: Path) -> None:
+    """`make setup` wrote the include for the environments of that moment; a site
+    made later copies `local`'s spack.yaml, which includes it, so `site new`
+    writes it too (else Spack stops at a missing include)."""
+    from hpcval.scaffold import new_site
+
+    venv = _fake_wheel_venv(tmp_path)
+    envs = _environments(tmp_path)
+    (tmp_path / "site-configs").mkdir()
+    written = new_site("newsite", tmp_path, scheduler="local", venv=venv)
+    include = envs / "newsite" / spack.VENV_MPI_INCLUDE
+    assert include in written and include.is_file()
+    assert yaml.safe_load(include.read_text())["packages"]["intel-oneapi-mpi"]["buildable"] \
+        is False
+    # only the new site's file is reported as written by `site new`
+    assert [p for p in written if p.name == spack.VENV_MPI_INCLUDE] == [include]

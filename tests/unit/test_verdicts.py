@@ -200,3 +200,41 @@ def test_references_from_history_name_an_unknown_run(tmp_path):
     store_and_judge(site, run_id, report)
     with pytest.raises(InputError, match="no run 'nosuch'; `hpcval history --site s` lists"):
         references_from_history(site, runs=[run_id, "nosuch"])
+
+
+def test_record_writes_a_valid_contract_when_a_case_measures_only_zeros(tmp_path):
+    """`validate --record` of a site running cfdio_output_cost_check: its
+    `strategy=none` case measures noise around zero (a cost below zero, no bytes
+    written), which allows no band. The references are still written (that case
+    left out, named) instead of an invalid file refused after the whole run."""
+    import io
+
+    from hpcval import references as refs
+    from hpcval.verdicts import write_recorded_contract
+
+    site = _site(tmp_path)
+    run_id, _ = _run(site, np.random.default_rng(5), 1.0)
+    out = site.var / "output" / run_id / "none"
+    out.mkdir(parents=True)
+    (out / "hpcval-samples.json").write_text(json.dumps({
+        "output_cost": {"unit": "s", "better": "lower", "samples": [-3e-4, -1e-4, 2e-4]},
+        "write_bw": {"unit": "MB/s", "better": "higher", "samples": [0.0, 0.0, 0.0]}}))
+    path = site.report_path(run_id)
+    doc = json.loads(path.read_text())
+    doc["runs"][0]["testcases"].append({
+        "display_name": "cfdio_output_cost_check %strategy=none %ranks=1", "system": "s",
+        "partition": "default", "environ": "impi", "result": "pass", "fail_phase": None,
+        "outputdir": str(out), "stagedir": None, "unique_name": "y",
+        "perfvalues": {"s:default:output_cost": [-1e-4, 0, None, None, "s", "pass"],
+                       "s:default:write_bw": [0.0, 0, None, None, "MB/s", "pass"]}})
+    path.write_text(json.dumps(doc))
+    report = load_run_report(path)
+    store_and_judge(site, run_id, report, record=True)
+    said = io.StringIO()
+    write_recorded_contract(site, run_id, report, said)
+    written = refs.load_references(site.references).entries
+    assert set(written) == {"imb_pingpong_check"}
+    assert ("no band for 2 figure(s) with samples at or below zero: "
+            "cfdio_output_cost_check/impi/1/none/output_cost, "
+            "cfdio_output_cost_check/impi/1/none/write_bw; write their references by hand"
+            in said.getvalue())

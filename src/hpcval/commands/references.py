@@ -74,12 +74,17 @@ def _capture(args: argparse.Namespace) -> int:
         if args.tolerance is not None or args.run_report:
             raise InputError("--from-history takes no --tolerance and no run report")
         margin = contract.DEFAULT_MARGIN if args.margin is None else args.margin
+        omitted: list[str] = []
         if not args.write:
-            data = contract.references_from_history(site, args.runs, margin=margin)
+            data = contract.references_from_history(site, args.runs, margin=margin,
+                                                    omitted=omitted)
             sys.stdout.write(refs.dump_references(data))
-            return 0
-        for path in contract.write_from_history(site, args.runs, margin=margin):
-            print(f"wrote {path}")
+        else:
+            for path in contract.write_from_history(site, args.runs, margin=margin,
+                                                    omitted=omitted):
+                print(f"wrote {path}")
+        if omitted:
+            print(contract.omitted_note(site, omitted), file=sys.stderr)
         return 0
     if args.tolerance is None:
         raise InputError("references capture: give --tolerance T (one run) or --from-history")

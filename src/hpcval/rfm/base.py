@@ -278,6 +278,17 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`int`
     rank_multiple = variable(int, value=1)
 
+    #: Why the test skipped itself (:meth:`skip`): ReFrame's JSON run report
+    #: keeps no reason for a skipped case, so the report reads it from here.
+    #:
+    #: :type: :class:`str`
+    skip_reason = variable(str, value="", loggable=True)
+
+    def skip(self, msg: str | None = None) -> None:
+        """Skip the test, keeping *msg* in the run report (:attr:`skip_reason`)."""
+        self.skip_reason = str(msg or "")
+        super().skip(msg)
+
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
         # ``hpcval validate --record``: figures are measured and stored, not judged
