@@ -392,19 +392,28 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             launcher.modifier_options = [shlex.quote(str(script)),
                                          shlex.quote(str(stage / outcome.LAUNCH_STATUS)), *inner]
 
+    @run_before("compile")
+    def _hpcval_quote_build_environment(self) -> None:
+        # ReFrame loads the environments for the build job too (and runs any
+        # ``$(...)`` or backticks in their values while doing so)
+        self._hpcval_quote_environment()
+
     @run_before("run")
     def _hpcval_quote_environment(self) -> None:
         """Config values that reach the job script's ``export K=V`` lines are
         quoted (``$NAME`` references stay expansions): nothing in a site
         config or a ``-S env_vars=`` is executed. Partition ``env_vars``
         (ReFrame's own, not copied per test) and scheduler ``access`` options
-        are checked and rejected when unsafe."""
+        are checked and rejected when unsafe. Runs before the build and again
+        before the run (for values a hook set in between): a value quoted
+        once is kept as it is."""
+        done: dict[str, str] = getattr(self, "_hpcval_quoted_env", {})
         env = self.current_environ
         where = f"environment {env.name!r} (site config) env_vars"
         part = self.current_partition
         try:
-            quoted = OrderedDict((check_env_name(k, where), shell_value(v))
-                                 for k, v in env.env_vars.items())
+            quoted = env.env_vars if done else OrderedDict(
+                (check_env_name(k, where), shell_value(v)) for k, v in env.env_vars.items())
             for k, v in part.local_env.env_vars.items():
                 check_env_name(k, f"partition {part.fullname} env_vars")
                 if not is_plain_value(v):
@@ -414,14 +423,17 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                         "programming environment, where hpcval quotes it")
             for opt in [*part.access, *self.job.options]:
                 check_script_option(opt, f"partition {part.fullname} access/job options")
-            test_env = {check_env_name(k, f"{self.unique_name} env_vars"): shell_value(v)
+            test_env = {check_env_name(k, f"{self.unique_name} env_vars"):
+                        v if done.get(k) == v else shell_value(v)
                         for k, v in self.env_vars.items()}
         except UnsafeConfigValue as err:
             raise ConfigFailure(str(err)) from None
-        safe = copy.copy(env)
-        safe._env_vars = quoted
-        self._current_environ = safe
+        if not done:
+            safe = copy.copy(env)
+            safe._env_vars = quoted
+            self._current_environ = safe
         self.env_vars = test_env
+        self._hpcval_quoted_env = {**test_env, "": ""}  # never empty once quoted
 
     @run_before("sanity")
     def _hpcval_job_outcome(self) -> None:
