@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -180,6 +181,10 @@ class _Console:
         self.summaries: list[str] = []
         #: ReFrame's own ``ERROR:`` lines, without colour codes
         self.errors: list[str] = []
+        #: how many checks ReFrame said it runs (``Running N check(s)``)
+        self.checks_selected: int | None = None
+        #: ReFrame's command-line errors (``reframe: error: ...``)
+        self.usage_errors: list[str] = []
         #: a traceback passed through the site config (it raised while being read)
         self.config_raised = False
         self.returncode = 0
@@ -207,11 +212,17 @@ class _Console:
         plain = _ANSI.sub("", text).strip()
         if plain.startswith("ERROR:"):
             self.errors.append(plain.removeprefix("ERROR:").strip())
+        if plain.startswith("reframe: error:"):
+            self.usage_errors.append(plain.removeprefix("reframe: error:").strip())
+        selected = _RUNNING.search(plain)
+        if selected:
+            self.checks_selected = int(selected.group(1))
         self.out.write(text)
         self.out.flush()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RUNNING = re.compile(r"^\[=+\] Running (\d+) check\(s\)")
 
 #: ReFrame's errors that mean the site config is wrong (exit 2, not 1).
 _CONFIG_ERRORS = ("failed to load configuration", "failed to initialize runtime",
@@ -290,11 +301,12 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         print("+ " + " ".join(cmd), file=out, flush=True)
         console = run_reframe(cmd, env, site.root, out, site.var / "logs" / f"{run_id}.out",
                               site.config)
-        return _conclude(site, run_id, report_path, console, record, out)
+        return _conclude(site, run_id, report_path, console, record, out,
+                         reframe_args or [])
 
 
 def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
-              record: bool, out: IO[str]) -> Outcome:
+              record: bool, out: IO[str], reframe_args: list[str]) -> Outcome:
     from hpcval import verdicts
 
     rc = console.returncode
@@ -305,6 +317,18 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
                              if any(k in e for k in _CONFIG_ERRORS)), None)
         if free < MIN_FREE_BYTES:
             code, why = EXIT_ENVIRONMENT, f"disk full on {site.var} ({free >> 20} MiB free)"
+        elif (rc == 0 and console.checks_selected == 0) or console.usage_errors:
+            # ReFrame writes no report when nothing is selected
+            given = " ".join(shlex.quote(a) for a in reframe_args) or "(none)"
+            lister = shlex.join([*reframe_command(), "-C", str(site.config), "-c",
+                                 str(site.root / "reframe-checks"), "-R", "-l"])
+            listing = f"`{lister}` lists the checks"
+            why = (f"ReFrame refused them: {console.usage_errors[-1]}" if console.usage_errors
+                   else "they select none of the checks this site runs (-n selects by "
+                   "name, -t by tag)")
+            print(f"hpcval: error: ReFrame options after --: {given}: {why}; {listing}; "
+                  "nothing was run or stored", file=sys.stderr)
+            return Outcome(EXIT_INPUT, None, None, rc, run_id)
         elif config_error or console.config_raised:
             code = EXIT_INPUT
             why = (f"{site.config}: ReFrame cannot use the site config: "

@@ -270,3 +270,18 @@ def test_reference_errors_found_at_run_setup_exit_2(site: Path) -> None:
     # the run is kept (its report names the cause); nothing earlier changed
     after = tree_digest(site / "var" / "local" / "reports")
     assert after.items() >= before.items()
+
+
+@pytest.mark.parametrize("args, names", [
+    (("-n", "no_such_check"), ("-n no_such_check", "select none of the checks")),
+    (("-t", "imb_pingpong_check"), ("-t imb_pingpong_check", "select none of the checks")),
+    (("--no-such-option",), ("--no-such-option", "unrecognized arguments")),
+], ids=["name-selects-nothing", "tag-selects-nothing", "unknown-option"])
+def test_reframe_options_wrong_exit_2(site: Path, args: tuple[str, ...],
+                                      names: tuple[str, ...]) -> None:
+    """Options after ``--`` that ReFrame refuses, or that select no check
+    (ReFrame then writes no run report), are wrong input: exit 2 naming them."""
+    before = tree_digest(site / "var")
+    res = run(site, "validate", "--site", "local", "--", "-c", str(CHECKS), *args)
+    assert_clean_failure(res, 2, "ReFrame options after --", *names)
+    assert tree_digest(site / "var") == before, "stored results changed"
