@@ -178,6 +178,9 @@ class _Console:
                  config: Path | None = None) -> None:
         self.out, self.log, self.log_path, self.config = out, log, log_path, config
         self.in_traceback = False
+        self.in_logging_error = False
+        #: distinct exceptions Python's logging reported (each shown once)
+        self.logging_errors: list[str] = []
         self.summaries: list[str] = []
         #: ReFrame's own ``ERROR:`` lines, without colour codes
         self.errors: list[str] = []
@@ -195,6 +198,22 @@ class _Console:
                 self.log.write(text)
             except OSError:
                 self.log = None
+        if text.startswith("--- Logging error ---"):
+            # Python's logging could not write a record (a full disk): it
+            # prints a traceback and the caller's stack, ending "Arguments:"
+            self.in_logging_error = True
+            return
+        if self.in_logging_error:
+            summary = text.strip()
+            if text.startswith("Arguments:"):
+                self.in_logging_error = False
+                self.in_traceback = False
+            elif (not text.startswith((" ", "\t")) and _EXCEPTION_LINE.match(summary)
+                  and summary not in self.logging_errors):
+                self.logging_errors.append(summary)
+                print(f"reframe could not write a log record: {summary} (details in "
+                      f"{self.log_path})", file=self.out, flush=True)
+            return
         if text.startswith("Traceback (most recent call last):"):
             self.in_traceback = True
             return
@@ -205,9 +224,10 @@ class _Console:
                 return
             self.in_traceback = False
             summary = text.strip()
+            if summary not in self.summaries:  # the same exception, shown once
+                print(f"reframe raised: {summary} (traceback in {self.log_path})",
+                      file=self.out, flush=True)
             self.summaries.append(summary)
-            print(f"reframe raised: {summary} (traceback in {self.log_path})", file=self.out,
-                  flush=True)
             return
         plain = _ANSI.sub("", text).strip()
         if plain.startswith("ERROR:"):
@@ -222,6 +242,7 @@ class _Console:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
 _RUNNING = re.compile(r"^\[=+\] Running (\d+) check\(s\)")
 
 #: ReFrame's errors that mean the site config is wrong (exit 2, not 1).

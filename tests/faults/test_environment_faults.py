@@ -142,3 +142,18 @@ def test_existing_store_on_a_read_only_disk_is_named_read_only(tmp_path: Path,
               env={"HPCVAL_VAR": str(fs)})
     assert_clean_failure(res, 3, "history.sqlite", "read-only", f"make {fs / 'local'} writable")
     assert "rebuild" not in res.output
+
+
+def test_disk_full_during_the_run(tmp_path: Path, mount_tmpfs) -> None:
+    """The disk fills while the benchmark runs (after the start-up check of
+    free space): exit 3 naming "disk full" and the path; the logging errors
+    ReFrame then prints are one line each, not the stacks Python's logging
+    prints for them."""
+    root = make_checkout(tmp_path)
+    fs = mount_tmpfs("72m")
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_disk_fill_check", env={"HPCVAL_VAR": str(fs)})
+    assert_clean_failure(res, 3, str(fs / "local"), "disk full")
+    frames = [ln for ln in res.output.splitlines() if ln.lstrip().startswith('File "')]
+    assert not frames, "\n".join(frames[:5])
+    assert "Call stack:" not in res.output

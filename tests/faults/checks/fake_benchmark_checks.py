@@ -65,6 +65,24 @@ class fake_built_check(HpcvalTest, rfm.RegressionTest):
 
 
 @rfm.simple_test
+class fake_disk_fill_check(ImbPingPongBase):
+    """fake-imb fills the file system of ``$HPCVAL_VAR`` (the results store,
+    ReFrame's log, stage and output directories) while it runs."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+mpi +imb"]
+    reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
+    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+    time_limit = "12s"
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        self.executable_opts = ["fill-disk", *self.executable_opts]
+
+
+@rfm.simple_test
 class fake_rank_death_check(ImbPingPongBase):
     """One rank is killed (SIGKILL) while rank 0 still runs: the launcher must
     end the job at once (well within the time limit) and the check must name
