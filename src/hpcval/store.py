@@ -25,6 +25,7 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -380,14 +381,18 @@ class Store:
     # -- repair -----------------------------------------------------------
     def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
         """Make the database anew from the run reports; the old file (if any)
-        is kept aside as ``history.sqlite.<time>.broken``. Returns the number
+        is kept aside as ``history.sqlite.<time>-<random>.broken``. Returns the number
         of runs stored, the reports that could not be read, and the old file."""
         from hpcval.report import load_run_report
 
         kept = None
         if self.path.exists():
-            kept = self.path.with_name(
-                f"{self.path.name}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.broken")
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            while True:  # never an existing name: rename would replace it
+                kept = self.path.with_name(
+                    f"{self.path.name}.{stamp}-{secrets.token_hex(3)}.broken")
+                if not kept.exists():
+                    break
             try:
                 self.path.rename(kept)
                 for suffix in ("-wal", "-shm"):

@@ -157,3 +157,44 @@ def test_disk_full_during_the_run(tmp_path: Path, mount_tmpfs) -> None:
     frames = [ln for ln in res.output.splitlines() if ln.lstrip().startswith('File "')]
     assert not frames, "\n".join(frames[:5])
     assert "Call stack:" not in res.output
+
+
+def test_rebuild_waits_for_a_validation(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`store rebuild` moves the store aside: not while a validation (which
+    would store its run into the file moved aside) holds the site lock. It
+    waits --lock-timeout and exits 3 naming the holder; the store is untouched."""
+    from hpcval.lock import site_lock
+
+    before = tree_digest(stored / "var" / "local")
+    with site_lock(stored / "var" / "local" / "validate.lock", "validate run HOLDER-TEST", 5):
+        res = run_inprocess(stored, "store", "rebuild", "--site", "local", "--lock-timeout",
+                            "0.5", monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 3, "validate.lock", "HOLDER-TEST", "--lock-timeout")
+    assert tree_digest(stored / "var" / "local") == before
+
+
+def test_rebuild_never_replaces_a_file_kept_aside(stored: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Each rebuild keeps the file it replaces under a name of its own, even
+    where an earlier rebuild in the same second kept one."""
+    import time
+
+    var = stored / "var" / "local"
+    earlier = {}
+    for t in (time.time(), time.time() + 1):  # this second and the next
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
+        path = var / f"history.sqlite.{stamp}.broken"
+        path.write_bytes(f"kept by an earlier rebuild {stamp}".encode())
+        earlier[path] = path.read_bytes()
+    live = (var / "history.sqlite").read_bytes()
+    res = run_inprocess(stored, "store", "rebuild", "--site", "local",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 0, res.output
+    for path, data in earlier.items():
+        assert path.read_bytes() == data
+        path.unlink()
+    (kept,) = set(var.glob("history.sqlite.*.broken")) - set(earlier)
+    assert kept.read_bytes() == live
+    kept.unlink()
