@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CHECKS, assert_clean_failure, run, run_inprocess, tree_digest
+from .conftest import (
+    CHECKS,
+    assert_clean_failure,
+    make_checkout,
+    run,
+    run_inprocess,
+    tree_digest,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -306,3 +313,19 @@ def test_reframe_options_wrong_exit_2(site: Path, args: tuple[str, ...],
     res = run(site, "validate", "--site", "local", "--", "-c", str(CHECKS), *args)
     assert_clean_failure(res, 2, "ReFrame options after --", *names)
     assert stored() == before, "stored results changed"
+
+
+@pytest.mark.parametrize("ceiling", ["'fast'", "float('nan')", "0"])
+def test_bad_bandwidth_ceiling_exit_2(tmp_path: Path, ceiling: str) -> None:
+    """A partition's ``extras.max_bandwidth_mbs`` that is no positive number
+    is wrong input, found before the benchmark runs (a NaN ceiling let a
+    bandwidth above any transport's through)."""
+    root = make_checkout(tmp_path)
+    config = root / "site-configs" / "local" / "config.py"
+    config.write_text(config.read_text().replace(
+        '"extras": partition_extras(SITE_DIR),',
+        f'"extras": {{**partition_extras(SITE_DIR), "max_bandwidth_mbs": {ceiling}}},', 1))
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_imb_check.*mode=above-ceiling$")
+    assert_clean_failure(res, 2, "partition local:default extras max_bandwidth_mbs",
+                         "positive number")

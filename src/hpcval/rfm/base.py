@@ -16,6 +16,7 @@ declared figure becomes a performance variable backed by stored samples
 from __future__ import annotations
 
 import copy
+import math
 import os
 import shlex
 import shutil
@@ -501,13 +502,30 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         except HpcvalError as err:
             raise ReferencesFailure(str(err)) from None
 
+    @run_before("run")
+    def _hpcval_bandwidth_ceiling(self) -> float:
+        """The partition's ``extras.max_bandwidth_mbs``: a positive finite
+        number, else a config failure before the benchmark runs (a NaN
+        ceiling would let every bandwidth through)."""
+        part = self.current_partition
+        value = part.extras.get("max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
+        try:
+            ceiling = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            ceiling = math.nan
+        if not (math.isfinite(ceiling) and ceiling > 0):
+            raise ConfigFailure(
+                f"partition {part.fullname} extras max_bandwidth_mbs: {value!r} is not a "
+                "bandwidth ceiling: give a positive number of MB/s (default "
+                f"{outcome.DEFAULT_MAX_BANDWIDTH_MBS:g}) in the site config")
+        return ceiling
+
     def _hpcval_check_figures(self) -> None:
         """Every figure is a finite, physically possible measurement (no
         ``inf``, no negative time or bandwidth, no bandwidth above the
         partition's ceiling): such a value passes every reference and must
         fail the check instead, named."""
-        ceiling = self.current_partition.extras.get(
-            "max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
+        ceiling = self._hpcval_bandwidth_ceiling()
         values: dict[str, tuple[object, str | None]] = {}
         with osext.change_dir(str(self.stagedir)):
             for name, fn in self.perf_variables.items():
@@ -517,7 +535,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                     raise
                 except Exception as err:  # noqa: BLE001 - a figure that cannot be computed
                     raise SanityError(f"figure {name} cannot be computed: {err}") from None
-        bad = outcome.impossible_figures(values, float(ceiling))
+        bad = outcome.impossible_figures(values, ceiling)
         if bad:
             raise SanityError("impossible figure(s), not a measurement: " + "; ".join(bad))
 
