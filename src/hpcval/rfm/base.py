@@ -503,10 +503,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             raise ReferencesFailure(str(err)) from None
 
     @run_before("run")
+    def _hpcval_check_bandwidth_ceiling(self) -> None:
+        # a wrong ceiling fails before the benchmark runs, not after
+        self._hpcval_bandwidth_ceiling()
+
     def _hpcval_bandwidth_ceiling(self) -> float:
         """The partition's ``extras.max_bandwidth_mbs``: a positive finite
-        number, else a config failure before the benchmark runs (a NaN
-        ceiling would let every bandwidth through)."""
+        number, else a config failure (a NaN ceiling would let every
+        bandwidth through)."""
         part = self.current_partition
         value = part.extras.get("max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
         try:
