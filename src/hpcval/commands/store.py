@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpcval.lock import site_lock
+from hpcval.lock import seconds, site_lock
 from hpcval.site import Site
 from hpcval.store import Store, run_reports
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_check)
     r = ssub.add_parser("rebuild", help="make the store anew from the run reports")
     r.add_argument("--site", default="local")
-    r.add_argument("--lock-timeout", type=float, default=REBUILD_LOCK_TIMEOUT, metavar="S",
+    r.add_argument("--lock-timeout", type=seconds, default=REBUILD_LOCK_TIMEOUT, metavar="S",
                    help="wait at most S seconds for a validation of the site to finish "
                    f"(default {REBUILD_LOCK_TIMEOUT:g})")
     r.set_defaults(func=_rebuild)
