@@ -408,12 +408,13 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         are checked and rejected when unsafe. Runs before the build and again
         before the run (for values a hook set in between): a value quoted
         once is kept as it is."""
-        done: dict[str, str] = getattr(self, "_hpcval_quoted_env", {})
+        #: the test's env_vars as quoted by an earlier pass, None before the first
+        done: dict[str, str] | None = getattr(self, "_hpcval_quoted_env", None)
         env = self.current_environ
         where = f"environment {env.name!r} (site config) env_vars"
         part = self.current_partition
         try:
-            quoted = env.env_vars if done else OrderedDict(
+            quoted = env.env_vars if done is not None else OrderedDict(
                 (check_env_name(k, where), shell_value(v)) for k, v in env.env_vars.items())
             for k, v in part.local_env.env_vars.items():
                 check_env_name(k, f"partition {part.fullname} env_vars")
@@ -425,16 +426,16 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             for opt in [*part.access, *self.job.options]:
                 check_script_option(opt, f"partition {part.fullname} access/job options")
             test_env = {check_env_name(k, f"{self.unique_name} env_vars"):
-                        v if done.get(k) == v else shell_value(v)
+                        v if done is not None and done.get(k) == v else shell_value(v)
                         for k, v in self.env_vars.items()}
         except UnsafeConfigValue as err:
             raise ConfigFailure(str(err)) from None
-        if not done:
+        if done is None:
             safe = copy.copy(env)
             safe._env_vars = quoted
             self._current_environ = safe
         self.env_vars = test_env
-        self._hpcval_quoted_env = {**test_env, "": ""}  # never empty once quoted
+        self._hpcval_quoted_env = dict(test_env)
 
     @run_before("sanity")
     def _hpcval_job_outcome(self) -> None:
