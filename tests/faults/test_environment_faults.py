@@ -6,10 +6,12 @@ lock.py, store.py), run here with the fake benchmarks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,54 @@ def test_rebuild_never_replaces_a_file_kept_aside(stored: Path,
     (kept,) = set(var.glob("history.sqlite.*.broken")) - kept_before
     assert kept.read_bytes() == live
     kept.unlink()
+
+
+def _drop_verdicts(db: Path) -> None:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP TABLE verdicts")
+        conn.commit()
+
+
+def _damage_pages(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for start in range(page, len(data), page):  # every page but the header's
+        data[start + 8:start + 24] = b"\xff" * 16  # its first cell pointers
+    db.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, named", [
+    (_drop_verdicts, "table(s) verdicts missing"),
+    (_damage_pages, "integrity check: "),
+], ids=["table-dropped", "pages-damaged"])
+def test_damaged_store_named_in_one_line(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str],
+                                         damage: Callable[[Path], None], named: str) -> None:
+    """A store that lost a table (which opening it for writing made anew,
+    empty) or whose pages are damaged (SQLite names every problem on a line
+    of its own) is corrupt: exit 3, one line, the rebuild named."""
+    db = stored / "var" / "local" / "history.sqlite"
+    runs = _runs_in_history(stored, monkeypatch, capsys)
+    saved = db.read_bytes()
+    try:
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        damage(db)
+        for command in ("history", "store"):
+            args = ("store", "check") if command == "store" else ("history",)
+            res = run_inprocess(stored, *args, "--site", "local", monkeypatch=monkeypatch,
+                                capsys=capsys)
+            assert_clean_failure(res, 3, str(db), named, "hpcval store rebuild")
+            assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+        rebuilt = run_inprocess(stored, "store", "rebuild", "--site", "local",
+                                monkeypatch=monkeypatch, capsys=capsys)
+        assert rebuilt.returncode == 0, rebuilt.output
+        assert _runs_in_history(stored, monkeypatch, capsys) == runs
+    finally:
+        for kept in db.parent.glob("history.sqlite.*.broken*"):
+            kept.unlink()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        db.write_bytes(saved)
