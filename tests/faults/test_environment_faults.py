@@ -221,7 +221,7 @@ def _damage_pages(db: Path) -> None:
 
 @pytest.mark.parametrize("damage, named", [
     (_drop_verdicts, "table(s) verdicts missing"),
-    (_damage_pages, "integrity check: "),
+    (_damage_pages, "results store is corrupt"),
 ], ids=["table-dropped", "pages-damaged"])
 def test_damaged_store_named_in_one_line(stored: Path, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str],
