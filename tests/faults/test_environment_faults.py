@@ -214,8 +214,10 @@ def _drop_verdicts(db: Path) -> None:
 def _damage_pages(db: Path) -> None:
     data = bytearray(db.read_bytes())
     page = int.from_bytes(data[16:18], "big")
-    for start in range(page, len(data), page):  # every page but the header's
-        data[start + 8:start + 24] = b"\xff" * 16  # its first cell pointers
+    last = len(data) // page
+    for number in (last - 1, last):  # the cell pointers of the last two pages
+        start = (number - 1) * page
+        data[start + 8:start + 24] = b"\xff" * 16
     db.write_bytes(bytes(data))
 
 
