@@ -23,6 +23,21 @@ from pathlib import Path
 from hpcval.errors import EnvironmentFault, LockTimeout
 
 
+def seconds(text: str) -> float:
+    """A ``--lock-timeout``: a number of seconds, 0 or more (``inf``: wait
+    as long as it takes); ``nan`` or a negative number is refused."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
 def _holder(path: Path) -> str:
     try:
         info = json.loads(path.read_text() or "{}")

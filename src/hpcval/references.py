@@ -33,7 +33,7 @@ import ast
 import difflib
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -473,19 +473,84 @@ def check_site_files(site_dir: str | Path, checks_dir: str | Path,
     """Every validation a run would make of a site's input files, without
     running anything: the references file (structure, numbers, thresholds as
     ReFrame applies them, check names, scopes, index keys as regexes,
-    ``$index`` attributes of each check) and ``host-expectations.yaml``.
-    Units and ``$index`` values are checked again per test case before each
-    benchmark starts (:class:`hpcval.rfm.HpcvalTest`)."""
+    ``$index`` attributes of each check, variables and units of the checks
+    that declare their figures in the class) and ``host-expectations.yaml``.
+    Variables, units and ``$index`` values are checked again per test case
+    before each benchmark starts (:class:`hpcval.rfm.HpcvalTest`)."""
     from hpcval import audit
 
     site_dir = Path(site_dir)
     classes = check_attributes_in(checks_dir, Path(__file__).resolve().parent / "rfm")
     ref_file = load_references(references or site_dir / REFERENCES_FILE,
                                known_checks=check_names_in(checks_dir), check_classes=classes)
+    figures = figures_in(checks_dir)
+    for name, entry in ref_file.entries.items():
+        reported = figures.get(name)
+        if reported is not None:
+            check_entry_variables(entry, reported, ref_file.path)
     expectations = site_dir / audit.EXPECTATIONS_FILE
     if expectations.exists():
         audit.load_expectations(expectations)
     return ref_file
+
+
+def figures_in(directory: str | Path) -> dict[str, dict[str, str | None]]:
+    """``{check class: {variable: unit}}`` for the checks below ``directory``
+    whose figures are declared in the class (``figures = (...)``); checks
+    whose figures depend on the test case (a property) or whose file does not
+    import are left to the run."""
+    import importlib.util
+    import sys
+
+    found: dict[str, dict[str, str | None]] = {}
+    for n, file in enumerate(sorted(Path(directory).rglob("*.py"))):
+        name = f"_hpcval_references_check_{n}_{file.stem}"
+        try:
+            spec = importlib.util.spec_from_file_location(name, file)
+            if spec is None or spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        except Exception:  # noqa: BLE001 - a check that does not import fails in the run
+            sys.modules.pop(name, None)
+            continue
+        for cls_name, cls in vars(module).items():
+            figures = getattr(cls, "figures", None) if isinstance(cls, type) else None
+            if cls_name.startswith("_") or not isinstance(figures, tuple) or not figures:
+                continue
+            if all(hasattr(f, "name") and hasattr(f, "unit") for f in figures):
+                found[cls_name] = {f.name: f.unit for f in figures}
+    return found
+
+
+def check_entry_variables(entry: CheckEntry, reported: Mapping[str, str | None],
+                          path: str | Path) -> None:
+    """Each set of references of ``entry`` names the variables the check
+    reports, with their units (:func:`check_variables`): every ``$index``
+    leaf; without an index every scope, and the ``'*'`` scope in full when it
+    is the only one."""
+    spath = str(path)
+
+    def leaves(node: Any, depth: int, keys: list[Any]) -> Iterator[tuple[Any, list[Any]]]:
+        if depth == 0:
+            yield node, keys
+            return
+        for key, sub in node.items():
+            yield from leaves(sub, depth - 1, [*keys, key])
+
+    if entry.index is not None:
+        for node, keys in leaves(entry.data, len(entry.index), [entry.name]):
+            refs = {v: parse_reference(r, spath, _keypath([*keys, v])) for v, r in node.items()}
+            check_variables(refs, reported, spath, _keypath(keys))
+        return
+    for scope, node in entry.data.items():
+        keys = [entry.name, scope]
+        refs = {v: parse_reference(r, spath, _keypath([*keys, v])) for v, r in node.items()}
+        if len(entry.data) > 1:  # a scope may give some variables, another the rest
+            refs = {**{v: refs.get(v) or Reference(0.0, None, None, None)
+                       for v in reported}, **refs}
+        check_variables(refs, reported, spath, _keypath(keys))
 
 
 def check_names_in(directory: str | Path) -> set[str]:

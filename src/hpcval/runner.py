@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -177,9 +178,16 @@ class _Console:
                  config: Path | None = None) -> None:
         self.out, self.log, self.log_path, self.config = out, log, log_path, config
         self.in_traceback = False
+        self.in_logging_error = False
+        #: distinct exceptions Python's logging reported (each shown once)
+        self.logging_errors: list[str] = []
         self.summaries: list[str] = []
         #: ReFrame's own ``ERROR:`` lines, without colour codes
         self.errors: list[str] = []
+        #: how many checks ReFrame said it runs (``Running N check(s)``)
+        self.checks_selected: int | None = None
+        #: ReFrame's command-line errors (``reframe: error: ...``)
+        self.usage_errors: list[str] = []
         #: a traceback passed through the site config (it raised while being read)
         self.config_raised = False
         #: ReFrame said it ran no test case (it then writes no run report)
@@ -192,6 +200,22 @@ class _Console:
                 self.log.write(text)
             except OSError:
                 self.log = None
+        if text.startswith("--- Logging error ---"):
+            # Python's logging could not write a record (a full disk): it
+            # prints a traceback and the caller's stack, ending "Arguments:"
+            self.in_logging_error = True
+            return
+        if self.in_logging_error:
+            summary = text.strip()
+            if text.startswith("Arguments:"):
+                self.in_logging_error = False
+                self.in_traceback = False
+            elif (not text.startswith((" ", "\t")) and _EXCEPTION_LINE.match(summary)
+                  and summary not in self.logging_errors):
+                self.logging_errors.append(summary)
+                print(f"reframe could not write a log record: {summary} (details in "
+                      f"{self.log_path})", file=self.out, flush=True)
+            return
         if text.startswith("Traceback (most recent call last):"):
             self.in_traceback = True
             return
@@ -202,15 +226,21 @@ class _Console:
                 return
             self.in_traceback = False
             summary = text.strip()
+            if summary not in self.summaries:  # the same exception, shown once
+                print(f"reframe raised: {summary} (traceback in {self.log_path})",
+                      file=self.out, flush=True)
             self.summaries.append(summary)
-            print(f"reframe raised: {summary} (traceback in {self.log_path})", file=self.out,
-                  flush=True)
             return
         plain = _ANSI.sub("", text).strip()
         if plain.startswith("ERROR:"):
             self.errors.append(plain.removeprefix("ERROR:").strip())
         if _RAN_NOTHING.search(plain):
             self.ran_nothing = True
+        if plain.startswith("reframe: error:"):
+            self.usage_errors.append(plain.removeprefix("reframe: error:").strip())
+        selected = _RUNNING.search(plain)
+        if selected:
+            self.checks_selected = int(selected.group(1))
         self.out.write(text)
         self.out.flush()
 
@@ -218,6 +248,8 @@ class _Console:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: ReFrame's summary of a run that selected no test case
 _RAN_NOTHING = re.compile(r"\] Ran 0/0 test case\(s\)")
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
+_RUNNING = re.compile(r"^\[=+\] Running (\d+) check\(s\)")
 
 #: ReFrame's errors that mean the site config is wrong (exit 2, not 1).
 _CONFIG_ERRORS = ("failed to load configuration", "failed to initialize runtime",
@@ -296,7 +328,8 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         print("+ " + " ".join(cmd), file=out, flush=True)
         console = run_reframe(cmd, env, site.root, out, site.var / "logs" / f"{run_id}.out",
                               site.config)
-        return _conclude(site, run_id, report_path, console, record, out)
+        return _conclude(site, run_id, report_path, console, record, out,
+                         reframe_args or [])
 
 
 #: What ``validate`` says when ReFrame selected no test case.
@@ -306,7 +339,7 @@ NOTHING_SELECTED = ("no check ran: nothing selected for this site (check the nam
 
 
 def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
-              record: bool, out: IO[str]) -> Outcome:
+              record: bool, out: IO[str], reframe_args: list[str]) -> Outcome:
     from hpcval import verdicts
 
     rc = console.returncode
@@ -317,6 +350,18 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
                              if any(k in e for k in _CONFIG_ERRORS)), None)
         if free < MIN_FREE_BYTES:
             code, why = EXIT_ENVIRONMENT, f"disk full on {site.var} ({free >> 20} MiB free)"
+        elif (rc == 0 and console.checks_selected == 0) or console.usage_errors:
+            # ReFrame writes no report when nothing is selected
+            given = " ".join(shlex.quote(a) for a in reframe_args) or "(none)"
+            lister = shlex.join([*reframe_command(), "-C", str(site.config), "-c",
+                                 str(site.root / "reframe-checks"), "-R", "-l"])
+            listing = f"`{lister}` lists the checks"
+            why = (f"ReFrame refused them: {console.usage_errors[-1]}" if console.usage_errors
+                   else "they select none of the checks this site runs (-n selects by "
+                   "name, -t by tag)")
+            print(f"hpcval: error: ReFrame options after --: {given}: {why}; {listing}; "
+                  "nothing was run or stored", file=sys.stderr)
+            return Outcome(EXIT_INPUT, None, None, rc, run_id)
         elif config_error or console.config_raised:
             code = EXIT_INPUT
             why = (f"{site.config}: ReFrame cannot use the site config: "

@@ -25,6 +25,8 @@ import contextlib
 import json
 import math
 import os
+import re
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -62,6 +64,20 @@ CREATE TABLE IF NOT EXISTS verdicts (
     PRIMARY KEY (run_id, case_key, variable));
 CREATE INDEX IF NOT EXISTS figures_by_series ON figures(case_key, variable);
 """
+#: the tables of a store (a store that lost one is corrupt, not new)
+_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+
+def _integrity_problem(rows: list[Any]) -> str:
+    """SQLite's ``quick_check`` answer as one line: its first problem and
+    how many more there are."""
+    problems = [ln.strip() for r in rows for ln in str(r[0]).splitlines()
+                if ln.strip() and not ln.strip().startswith("***")]
+    if not problems:
+        return "integrity check: no answer"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"integrity check: {problems[0]}{more}"
+
 
 
 #: Runs in the order they ran: their start time, then the order they were stored
@@ -250,9 +266,15 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
             if write:
                 conn.execute("PRAGMA journal_mode = WAL")
-            ok = conn.execute("PRAGMA quick_check").fetchone()
-            if not ok or ok[0] != "ok":
-                raise sqlite3.DatabaseError(f"integrity check: {ok[0] if ok else 'no answer'}")
+            ok = conn.execute("PRAGMA quick_check").fetchall()
+            if [tuple(r) for r in ok] != [("ok",)]:
+                raise sqlite3.DatabaseError(_integrity_problem(ok))
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            missing = sorted(_TABLES - tables)
+            if "meta" in tables and missing:
+                # the schema below would make them anew, empty: data lost unseen
+                raise sqlite3.DatabaseError(f"table(s) {', '.join(missing)} missing")
             if write:
                 conn.executescript(_SCHEMA)
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
@@ -380,14 +402,18 @@ class Store:
     # -- repair -----------------------------------------------------------
     def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
         """Make the database anew from the run reports; the old file (if any)
-        is kept aside as ``history.sqlite.<time>.broken``. Returns the number
+        is kept aside as ``history.sqlite.<time>-<random>.broken``. Returns the number
         of runs stored, the reports that could not be read, and the old file."""
         from hpcval.report import load_run_report
 
         kept = None
         if self.path.exists():
-            kept = self.path.with_name(
-                f"{self.path.name}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.broken")
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            while True:  # never an existing name: rename would replace it
+                kept = self.path.with_name(
+                    f"{self.path.name}.{stamp}-{secrets.token_hex(3)}.broken")
+                if not kept.exists():
+                    break
             try:
                 self.path.rename(kept)
                 for suffix in ("-wal", "-shm"):

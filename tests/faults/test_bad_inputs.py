@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CHECKS, assert_clean_failure, run, run_inprocess, tree_digest
+from .conftest import (
+    CHECKS,
+    assert_clean_failure,
+    make_checkout,
+    run,
+    run_inprocess,
+    tree_digest,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +124,24 @@ CASES = [
     refs_case("xfail-malformed", PINGPONG_OK.replace("[100.0, null, 0.0, us], lat_8B",
                                                      "['$xfail', [100.0, null, 0.0, us]], lat_8B"),
               "lat_0B", "expected failure"),
+    # variables and units, against the figures the check class declares
+    refs_case("unknown-variable",
+              PINGPONG_OK.replace("lat_8B: [100.0, null, 0.0, us],",
+                                  "lat_8B: [100.0, null, 0.0, us], lat_9B: [1.0, null, 0.0, us],"),
+              "imb_pingpong_check.warm", "unknown variable(s) lat_9B"),
+    refs_case("missing-variable", PINGPONG_OK.replace(", bw_4MiB: [200.0, 0.0, null, MB/s]", ""),
+              "imb_pingpong_check.warm", "missing reference for variable(s) bw_4MiB"),
+    refs_case("unit-differs", PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0, us]",
+                                                  "lat_0B: [100.0, null, 0.0, ms]"),
+              "imb_pingpong_check.warm.lat_0B", "unit 'ms' differs from the check's 'us'"),
+    refs_case("scoped-unit-differs",
+              "imb_sendrecv_exchange_check:\n  '*': {sendrecv_t_8B: [100.0, null, 0.0, ms]}\n"
+              "  'local': {sendrecv_bw_1MiB: [200.0, 0.0, null, MB/s]}\n",
+              "imb_sendrecv_exchange_check.*.sendrecv_t_8B", "unit 'ms' differs"),
+    refs_case("validate-unit-differs", PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0, us]",
+                                                           "lat_0B: [100.0, null, 0.0, ms]"),
+              "imb_pingpong_check.warm.lat_0B", "unit 'ms' differs",
+              args=("validate", "--site", "local")),
     refs_case("non-string-check-name", "42:\n  '*': {lat_0B: [1, null, 0, us]}\n", "42",
               "check names must be strings"),
     # the same files refused by `validate` before any benchmark runs
@@ -165,6 +190,12 @@ CASES = [
          ("--site", "not a site name")),
     Case("site-absolute-path", None, b"", ("report", "--site", "/etc"), 2,
          ("--site", "not a site name")),
+    Case("lock-timeout-nan", None, b"", ("store", "rebuild", "--site", "local",
+                                         "--lock-timeout", "nan"), 2,
+         ("--lock-timeout", "'nan' is not a number of seconds")),
+    Case("lock-timeout-negative", None, b"", ("validate", "--site", "local",
+                                              "--lock-timeout", "-5"), 2,
+         ("--lock-timeout", "'-5' is not a number of seconds")),
     Case("site-unknown", None, b"", ("validate", "--site", "nosuchsite"), 2,
          ("nosuchsite",)),
     Case("capture-tolerance-above-1", None, b"",
@@ -257,16 +288,50 @@ def test_good_files_still_pass(site: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_reference_errors_found_at_run_setup_exit_2(site: Path) -> None:
-    """What only the run can see (the unit a check reports, the value of an
-    index attribute) is still wrong input: exit 2 naming file and key, before
-    the benchmark runs."""
-    (site / REFS).write_text(PINGPONG_OK.replace("lat_0B: [100.0, null, 0.0, us]",
-                                                 "lat_0B: [100.0, null, 0.0, ms]"))
+    """What only the run can see (the value of an index attribute, here a
+    ``cache`` with no references) is still wrong input: exit 2 naming file and
+    key, before the benchmark runs."""
+    (site / REFS).write_text(PINGPONG_OK.replace("  warm:", "  hot:"))
     before = tree_digest(site / "var" / "local" / "reports")
     res = run(site, "validate", "--site", "local", "--", "-c", str(CHECKS),
               "-n", "fake_imb_check.*mode=ok$")
-    assert_clean_failure(res, 2, "references.yaml", "imb_pingpong_check.warm.lat_0B",
-                         "unit 'ms' differs")
+    assert_clean_failure(res, 2, "references.yaml", "imb_pingpong_check",
+                         "no reference for cache='warm'")
     # the run is kept (its report names the cause); nothing earlier changed
     after = tree_digest(site / "var" / "local" / "reports")
     assert after.items() >= before.items()
+
+
+@pytest.mark.parametrize("args, names", [
+    (("-n", "no_such_check"), ("-n no_such_check", "select none of the checks")),
+    (("-t", "imb_pingpong_check"), ("-t imb_pingpong_check", "select none of the checks")),
+    (("--no-such-option",), ("--no-such-option", "unrecognized arguments")),
+], ids=["name-selects-nothing", "tag-selects-nothing", "unknown-option"])
+def test_reframe_options_wrong_exit_2(site: Path, args: tuple[str, ...],
+                                      names: tuple[str, ...]) -> None:
+    """Options after ``--`` that ReFrame refuses, or that select no check
+    (ReFrame then writes no run report), are wrong input: exit 2 naming them."""
+    def stored() -> dict[str, str]:  # less the cache of the last site-files check
+        return {k: v for k, v in tree_digest(site / "var").items()
+                if not k.endswith("site-files.checked")}
+
+    before = stored()
+    res = run(site, "validate", "--site", "local", "--", "-c", str(CHECKS), *args)
+    assert_clean_failure(res, 2, "ReFrame options after --", *names)
+    assert stored() == before, "stored results changed"
+
+
+@pytest.mark.parametrize("ceiling", ["'fast'", "float('nan')", "0"])
+def test_bad_bandwidth_ceiling_exit_2(tmp_path: Path, ceiling: str) -> None:
+    """A partition's ``extras.max_bandwidth_mbs`` that is no positive number
+    is wrong input, found before the benchmark runs (a NaN ceiling let a
+    bandwidth above any transport's through)."""
+    root = make_checkout(tmp_path)
+    config = root / "site-configs" / "local" / "config.py"
+    config.write_text(config.read_text().replace(
+        '"extras": partition_extras(SITE_DIR),',
+        f'"extras": {{**partition_extras(SITE_DIR), "max_bandwidth_mbs": {ceiling}}},', 1))
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_imb_check.*mode=above-ceiling$")
+    assert_clean_failure(res, 2, "partition local:default extras max_bandwidth_mbs",
+                         "positive number")

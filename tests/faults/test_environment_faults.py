@@ -6,10 +6,12 @@ lock.py, store.py), run here with the fake benchmarks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,113 @@ def test_existing_store_on_a_read_only_disk_is_named_read_only(tmp_path: Path,
               env={"HPCVAL_VAR": str(fs)})
     assert_clean_failure(res, 3, "history.sqlite", "read-only", f"make {fs / 'local'} writable")
     assert "rebuild" not in res.output
+
+
+def test_disk_full_during_the_run(tmp_path: Path, mount_tmpfs) -> None:
+    """The disk fills while the benchmark runs (after the start-up check of
+    free space): exit 3 naming "disk full" and the path; the logging errors
+    ReFrame then prints are one line each, not the stacks Python's logging
+    prints for them."""
+    root = make_checkout(tmp_path)
+    fs = mount_tmpfs("72m")
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_disk_fill_check", env={"HPCVAL_VAR": str(fs)})
+    assert_clean_failure(res, 3, str(fs / "local"), "disk full")
+    frames = [ln for ln in res.output.splitlines() if ln.lstrip().startswith('File "')]
+    assert not frames, "\n".join(frames[:5])
+    assert "Call stack:" not in res.output
+
+
+def test_rebuild_waits_for_a_validation(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`store rebuild` moves the store aside: not while a validation (which
+    would store its run into the file moved aside) holds the site lock. It
+    waits --lock-timeout and exits 3 naming the holder; the store is untouched."""
+    from hpcval.lock import site_lock
+
+    before = tree_digest(stored / "var" / "local")
+    with site_lock(stored / "var" / "local" / "validate.lock", "validate run HOLDER-TEST", 5):
+        res = run_inprocess(stored, "store", "rebuild", "--site", "local", "--lock-timeout",
+                            "0.5", monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 3, "validate.lock", "HOLDER-TEST", "--lock-timeout")
+    assert tree_digest(stored / "var" / "local") == before
+
+
+def test_rebuild_never_replaces_a_file_kept_aside(stored: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Each rebuild keeps the file it replaces under a name of its own, even
+    where an earlier rebuild in the same second kept one."""
+    import time
+
+    var = stored / "var" / "local"
+    earlier = {}
+    for t in (time.time(), time.time() + 1):  # this second and the next
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
+        path = var / f"history.sqlite.{stamp}.broken"
+        path.write_bytes(f"kept by an earlier rebuild {stamp}".encode())
+        earlier[path] = path.read_bytes()
+    live = (var / "history.sqlite").read_bytes()
+    kept_before = set(var.glob("history.sqlite.*.broken"))
+    res = run_inprocess(stored, "store", "rebuild", "--site", "local",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 0, res.output
+    for path, data in earlier.items():
+        assert path.read_bytes() == data
+        path.unlink()
+    (kept,) = set(var.glob("history.sqlite.*.broken")) - kept_before
+    assert kept.read_bytes() == live
+    kept.unlink()
+
+
+def _drop_verdicts(db: Path) -> None:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP TABLE verdicts")
+        conn.commit()
+
+
+def _damage_pages(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    last = len(data) // page
+    for number in (last - 1, last):  # the cell pointers of the last two pages
+        start = (number - 1) * page
+        data[start + 8:start + 24] = b"\xff" * 16
+    db.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, named", [
+    (_drop_verdicts, "table(s) verdicts missing"),
+    (_damage_pages, "results store is corrupt"),
+], ids=["table-dropped", "pages-damaged"])
+def test_damaged_store_named_in_one_line(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str],
+                                         damage: Callable[[Path], None], named: str) -> None:
+    """A store that lost a table (which opening it for writing made anew,
+    empty) or whose pages are damaged (SQLite names every problem on a line
+    of its own) is corrupt: exit 3, one line, the rebuild named."""
+    db = stored / "var" / "local" / "history.sqlite"
+    runs = _runs_in_history(stored, monkeypatch, capsys)
+    saved = db.read_bytes()
+    try:
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        damage(db)
+        for command in ("history", "store"):
+            args = ("store", "check") if command == "store" else ("history",)
+            res = run_inprocess(stored, *args, "--site", "local", monkeypatch=monkeypatch,
+                                capsys=capsys)
+            assert_clean_failure(res, 3, str(db), named, "hpcval store rebuild")
+            assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+        rebuilt = run_inprocess(stored, "store", "rebuild", "--site", "local",
+                                monkeypatch=monkeypatch, capsys=capsys)
+        assert rebuilt.returncode == 0, rebuilt.output
+        assert _runs_in_history(stored, monkeypatch, capsys) == runs
+    finally:
+        for kept in db.parent.glob("history.sqlite.*.broken*"):
+            kept.unlink()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        db.write_bytes(saved)

@@ -21,15 +21,18 @@ from .conftest import (
 
 pytestmark = pytest.mark.integration
 
-#: name -> value: each would create a file INJ_<x> if a shell ran it
-HOSTILE = {
-    "PROBE_SUBST": "$(touch INJ_SUBST)",
-    "PROBE_SEMI": "x;touch INJ_SEMI",
-    "PROBE_TICK": "`touch INJ_TICK`",
-    "PROBE_SPACE": "two words  and more",
-    "PROBE_QUOTE": "it's \"quoted\" & |piped| > INJ_REDIRECT",
-    "PROBE_NEWREF": "$HPCVAL_PROBE_UNSET/x y",
-}
+def hostile(where: Path) -> dict[str, str]:
+    """name -> value: each would create a file INJ_<x> in *where* (an absolute
+    path: ReFrame runs what it expands in the stage directory, which it
+    removes after a passing test) if a shell or ReFrame ran it."""
+    return {
+        "PROBE_SUBST": f"$(touch {where}/INJ_SUBST)",
+        "PROBE_SEMI": f"x;touch {where}/INJ_SEMI",
+        "PROBE_TICK": f"`touch {where}/INJ_TICK`",
+        "PROBE_SPACE": "two words  and more",
+        "PROBE_QUOTE": f"it's \"quoted\" & |piped| > {where}/INJ_REDIRECT",
+        "PROBE_NEWREF": "$HPCVAL_PROBE_UNSET/x y",
+    }
 
 
 def _patch_config(root: Path, code: str) -> None:
@@ -44,9 +47,15 @@ def _no_injected_files(root: Path) -> None:
     assert not found, f"a config value was executed: {found}"
 
 
-def test_environment_values_stay_literal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("select", ["fake_imb_check.*mode=ok-env$", "fake_built_check"])
+def test_environment_values_stay_literal(tmp_path: Path, select: str) -> None:
+    """Run alone and with a build step (ReFrame loads the environments for
+    both jobs)."""
     needs_impi()
     root = make_checkout(tmp_path)
+    inj = tmp_path / "inj"
+    inj.mkdir()
+    values = hostile(inj)
     # an mpirun in a directory whose name is a shell command
     hostile_dir = tmp_path / "bin $(touch INJ_DIR);`touch INJ_DIRTICK`"
     hostile_dir.mkdir()
@@ -59,11 +68,10 @@ def test_environment_values_stay_literal(tmp_path: Path) -> None:
     _patch_config(root, f"""
 for _env in ENVIRONMENTS:
     if _env["name"] == "impi":
-        _env["env_vars"] = _env["env_vars"] + {[[k, v] for k, v in HOSTILE.items()]!r}
+        _env["env_vars"] = _env["env_vars"] + {[[k, v] for k, v in values.items()]!r}
         _env["extras"] = {{**_env["extras"], "mpirun": {str(wrapper)!r}}}
 """)
-    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
-              "-n", "fake_imb_check.*mode=ok-env$")
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS), "-n", select)
     assert res.returncode == 0, res.output
     assert TRACEBACK not in res.output
     _no_injected_files(root)
@@ -74,20 +82,23 @@ for _env in ENVIRONMENTS:
     seen = dict(line[len("# env: "):].split("=", 1)
                 for line in (out / "rfm_job.out").read_text().splitlines()
                 if line.startswith("# env: "))
-    expected = {**HOSTILE, "PROBE_NEWREF": "/x y"}  # $NAME references stay expansions
+    expected = {**values, "PROBE_NEWREF": "/x y"}  # $NAME references stay expansions
     assert seen == expected
     assert f"'{wrapper}'" in (out / "rfm_job.sh").read_text()  # quoted, not as-is
 
 
-def test_partition_env_vars_with_shell_rejected(tmp_path: Path) -> None:
+@pytest.mark.parametrize("select", ["fake_imb_check.*mode=ok$", "fake_built_check"])
+def test_partition_env_vars_with_shell_rejected(tmp_path: Path, select: str) -> None:
+    """Rejected before ReFrame loads the partition's environment, for the
+    build job as for the run."""
     needs_impi()
     root = make_checkout(tmp_path)
     config = root / "site-configs" / "local" / "config.py"
     text = config.read_text()
     config.write_text(text.replace('"max_jobs":', '"env_vars": [["PROBE_PART", '
-                                   '"$(touch INJ_PART)"]],\n                    "max_jobs":', 1))
-    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
-              "-n", "fake_imb_check.*mode=ok$")
+                                   f'"$(touch {tmp_path}/INJ_PART)"]],\n'
+                                   '                    "max_jobs":', 1))
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS), "-n", select)
     assert_clean_failure(res, 2, "partition local:default env_vars PROBE_PART",
                          "holds shell characters")
-    _no_injected_files(root)
+    _no_injected_files(tmp_path)

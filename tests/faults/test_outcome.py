@@ -4,6 +4,7 @@ impossible figures, shell quoting (checked by a real shell)."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from pathlib import Path
 
@@ -112,6 +113,18 @@ def test_shell_value_literal_in_a_real_shell(tmp_path: Path, value: str) -> None
     out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True,
                          text=True, check=True)
     assert out.stdout == value
+    assert not (tmp_path / "INJ").exists()
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_shell_value_not_run_by_reframe(tmp_path: Path, value: str) -> None:
+    """ReFrame runs ``$(...)`` and backquoted text in every ``env_vars`` value
+    it loads, quoted or not; the quoted value must give it nothing to run."""
+    from reframe.utility import osext
+
+    quoted = shell_value(value.replace("INJ", str(tmp_path / "INJ")))
+    with contextlib.chdir(tmp_path):
+        osext.expandvars(quoted)
     assert not (tmp_path / "INJ").exists()
 
 

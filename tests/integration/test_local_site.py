@@ -139,16 +139,6 @@ def test_unknown_site_is_a_clear_error(checkout: Path, hpcval: HpcvalRunner):
     assert "no such site (known sites: local)" in proc.stderr
 
 
-def test_a_check_name_that_selects_nothing_says_so(checkout: Path, hpcval: HpcvalRunner):
-    # ReFrame 4.10 writes no run report when it selects no test case
-    proc = hpcval(checkout, "validate", "--site", "local", "--", "-n", "imb_pingpnog_check")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (
-        "hpcval: error: no check ran: nothing selected for this site (check the names given "
-        "with -n, the site's environments and the options given; a case needing more ranks "
-        "than a partition's CPUs is not generated)")
-
-
 def test_host_audit_fails_naming_setting_found_and_expected(checkout: Path,
                                                             hpcval: HpcvalRunner):
     expect = checkout / "site-configs" / "local" / "host-expectations.yaml"

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
+from hpcval.lock import seconds, site_lock
 from hpcval.site import Site
 from hpcval.store import Store, run_reports
+
+#: Default wait of ``store rebuild`` for a validation holding the site lock, in seconds.
+REBUILD_LOCK_TIMEOUT = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_check)
     r = ssub.add_parser("rebuild", help="make the store anew from the run reports")
     r.add_argument("--site", default="local")
+    r.add_argument("--lock-timeout", type=seconds, default=REBUILD_LOCK_TIMEOUT, metavar="S",
+                   help="wait at most S seconds for a validation of the site to finish "
+                   f"(default {REBUILD_LOCK_TIMEOUT:g})")
     r.set_defaults(func=_rebuild)
 
 
@@ -32,8 +40,12 @@ def _check(args: argparse.Namespace) -> int:
 
 def _rebuild(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
-    reports = run_reports(site.reports_dir)
-    count, skipped, kept = Store(site.history_db).rebuild(reports, site.name)
+    # under the site's lock: a validation storing its run meanwhile would
+    # write into the file moved aside
+    with site_lock(site.var / "validate.lock", "store rebuild", args.lock_timeout,
+                   log=lambda m: print(m, file=sys.stderr, flush=True)):
+        reports = run_reports(site.reports_dir)
+        count, skipped, kept = Store(site.history_db).rebuild(reports, site.name)
     if kept is not None:
         print(f"previous store kept as {kept}")
     for reason in skipped:

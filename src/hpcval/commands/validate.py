@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from hpcval.lock import seconds
 from hpcval.runner import DEFAULT_LOCK_TIMEOUT, validate
 
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run the checks without judging them, then write the site's "
                    "references.yaml and host-expectations.yaml from what was measured "
                    "(for a new site; review the files before committing)")
-    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="S",
+    p.add_argument("--lock-timeout", type=seconds, default=DEFAULT_LOCK_TIMEOUT, metavar="S",
                    help="seconds to wait for another validation of the site to finish "
                    f"(default {DEFAULT_LOCK_TIMEOUT:g})")
     p.add_argument("reframe_args", nargs=argparse.REMAINDER,

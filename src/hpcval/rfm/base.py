@@ -16,6 +16,7 @@ declared figure becomes a performance variable backed by stored samples
 from __future__ import annotations
 
 import copy
+import math
 import os
 import shlex
 import shutil
@@ -403,19 +404,29 @@ class HpcvalTest(rfm.RegressionTestPlugin):
             launcher.modifier_options = [shlex.quote(str(script)),
                                          shlex.quote(str(stage / outcome.LAUNCH_STATUS)), *inner]
 
+    @run_before("compile")
+    def _hpcval_quote_build_environment(self) -> None:
+        # ReFrame loads the environments for the build job too (and runs any
+        # ``$(...)`` or backticks in their values while doing so)
+        self._hpcval_quote_environment()
+
     @run_before("run")
     def _hpcval_quote_environment(self) -> None:
         """Config values that reach the job script's ``export K=V`` lines are
         quoted (``$NAME`` references stay expansions): nothing in a site
         config or a ``-S env_vars=`` is executed. Partition ``env_vars``
         (ReFrame's own, not copied per test) and scheduler ``access`` options
-        are checked and rejected when unsafe."""
+        are checked and rejected when unsafe. Runs before the build and again
+        before the run (for values a hook set in between): a value quoted
+        once is kept as it is."""
+        #: the test's env_vars as quoted by an earlier pass, None before the first
+        done: dict[str, str] | None = getattr(self, "_hpcval_quoted_env", None)
         env = self.current_environ
         where = f"environment {env.name!r} (site config) env_vars"
         part = self.current_partition
         try:
-            quoted = OrderedDict((check_env_name(k, where), shell_value(v))
-                                 for k, v in env.env_vars.items())
+            quoted = env.env_vars if done is not None else OrderedDict(
+                (check_env_name(k, where), shell_value(v)) for k, v in env.env_vars.items())
             for k, v in part.local_env.env_vars.items():
                 check_env_name(k, f"partition {part.fullname} env_vars")
                 if not is_plain_value(v):
@@ -425,14 +436,17 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                         "programming environment, where hpcval quotes it")
             for opt in [*part.access, *self.job.options]:
                 check_script_option(opt, f"partition {part.fullname} access/job options")
-            test_env = {check_env_name(k, f"{self.unique_name} env_vars"): shell_value(v)
+            test_env = {check_env_name(k, f"{self.unique_name} env_vars"):
+                        v if done is not None and done.get(k) == v else shell_value(v)
                         for k, v in self.env_vars.items()}
         except UnsafeConfigValue as err:
             raise ConfigFailure(str(err)) from None
-        safe = copy.copy(env)
-        safe._env_vars = quoted
-        self._current_environ = safe
+        if done is None:
+            safe = copy.copy(env)
+            safe._env_vars = quoted
+            self._current_environ = safe
         self.env_vars = test_env
+        self._hpcval_quoted_env = dict(test_env)
 
     @run_before("sanity")
     def _hpcval_job_outcome(self) -> None:
@@ -500,13 +514,34 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         except HpcvalError as err:
             raise ReferencesFailure(str(err)) from None
 
+    @run_before("run")
+    def _hpcval_check_bandwidth_ceiling(self) -> None:
+        # a wrong ceiling fails before the benchmark runs, not after
+        self._hpcval_bandwidth_ceiling()
+
+    def _hpcval_bandwidth_ceiling(self) -> float:
+        """The partition's ``extras.max_bandwidth_mbs``: a positive finite
+        number, else a config failure (a NaN ceiling would let every
+        bandwidth through)."""
+        part = self.current_partition
+        value = part.extras.get("max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
+        try:
+            ceiling = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            ceiling = math.nan
+        if not (math.isfinite(ceiling) and ceiling > 0):
+            raise ConfigFailure(
+                f"partition {part.fullname} extras max_bandwidth_mbs: {value!r} is not a "
+                "bandwidth ceiling: give a positive number of MB/s (default "
+                f"{outcome.DEFAULT_MAX_BANDWIDTH_MBS:g}) in the site config")
+        return ceiling
+
     def _hpcval_check_figures(self) -> None:
         """Every figure is a finite, physically possible measurement (no
         ``inf``, no negative time or bandwidth, no bandwidth above the
         partition's ceiling): such a value passes every reference and must
         fail the check instead, named."""
-        ceiling = self.current_partition.extras.get(
-            "max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
+        ceiling = self._hpcval_bandwidth_ceiling()
         values: dict[str, tuple[object, str | None]] = {}
         with osext.change_dir(str(self.stagedir)):
             for name, fn in self.perf_variables.items():
@@ -516,7 +551,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
                     raise
                 except Exception as err:  # noqa: BLE001 - a figure that cannot be computed
                     raise SanityError(f"figure {name} cannot be computed: {err}") from None
-        bad = outcome.impossible_figures(values, float(ceiling))
+        bad = outcome.impossible_figures(values, ceiling)
         if bad:
             raise SanityError("impossible figure(s), not a measurement: " + "; ".join(bad))
 

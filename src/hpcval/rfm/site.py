@@ -314,12 +314,30 @@ def shell_value(value: object) -> str:
     pos = 0
     for m in _ENV_REF.finditer(text):
         if m.start() > pos:
-            parts.append(shlex.quote(text[pos:m.start()]))
+            parts.append(_literal(text[pos:m.start()]))
         parts.append('"${' + (m.group(1) or m.group(2)) + '}"')
         pos = m.end()
     if pos < len(text):
-        parts.append(shlex.quote(text[pos:]))
+        parts.append(_literal(text[pos:]))
     return "".join(parts)
+
+
+def _literal(text: str) -> str:
+    """``text`` quoted for bash, written without ``$(`` and without a
+    backtick: ReFrame itself runs those (``osext.expandvars``, in
+    ``loadenv``) on every ``env_vars`` value before it writes the job
+    script, whatever the shell quoting around them. ``$`` and ``(`` are
+    quoted apart (``'$''('``); a backtick is bash's ``$'\\x60'``."""
+    pieces: list[str] = []
+    for i, chunk in enumerate(text.split("`")):
+        if i:
+            pieces.append("$'\\x60'")
+        for j, part in enumerate(chunk.split("$(")):
+            if j:
+                pieces.append("'$''('")
+            if part:
+                pieces.append(shlex.quote(part))
+    return "".join(pieces) or "''"
 
 
 def is_plain_value(value: object) -> bool:

@@ -5,8 +5,10 @@ every way a benchmark can fail is seen exactly as a real one would be."""
 from pathlib import Path
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function
 
+from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.imb import ImbPingPongBase
 
 FAKE_IMB = str(Path(__file__).resolve().parent.parent / "bin" / "fake-imb")
@@ -35,6 +37,49 @@ class fake_imb_check(ImbPingPongBase):
     @run_after("setup")
     def run_fake(self) -> None:
         self.executable_opts = [self.mode, *self.executable_opts]
+
+
+@rfm.simple_test
+class fake_built_check(HpcvalTest, rfm.RegressionTest):
+    """A check with a build step (ReFrame loads the environments for the
+    build job as well as for the run) that prints its ``PROBE_*`` variables
+    (fake-imb's ``ok-env``)."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+mpi +imb"]
+    sourcesdir = None
+    build_system = "CustomBuild"
+    build_locally = True
+    executable = FAKE_IMB
+    executable_opts = ["ok-env"]
+    num_tasks = 1
+    time_limit = "12s"
+
+    @run_before("compile")
+    def build_nothing(self) -> None:
+        self.build_system.commands = ["true"]
+
+    @sanity_function
+    def printed_env(self) -> bool:
+        return sn.assert_found(r"^# env: PROBE_SPACE=", self.stdout)
+
+
+@rfm.simple_test
+class fake_disk_fill_check(ImbPingPongBase):
+    """fake-imb fills the file system of ``$HPCVAL_VAR`` (the results store,
+    ReFrame's log, stage and output directories) while it runs."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+mpi +imb"]
+    reference_entry = "imb_pingpong_check"
+    program = FAKE_IMB
+    samples = 2
+    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+    time_limit = "12s"
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        self.executable_opts = ["fill-disk", *self.executable_opts]
 
 
 @rfm.simple_test
