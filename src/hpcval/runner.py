@@ -190,8 +190,6 @@ class _Console:
         self.usage_errors: list[str] = []
         #: a traceback passed through the site config (it raised while being read)
         self.config_raised = False
-        #: ReFrame said it ran no test case (it then writes no run report)
-        self.ran_nothing = False
         self.returncode = 0
 
     def line(self, text: str) -> None:
@@ -234,8 +232,6 @@ class _Console:
         plain = _ANSI.sub("", text).strip()
         if plain.startswith("ERROR:"):
             self.errors.append(plain.removeprefix("ERROR:").strip())
-        if _RAN_NOTHING.search(plain):
-            self.ran_nothing = True
         if plain.startswith("reframe: error:"):
             self.usage_errors.append(plain.removeprefix("reframe: error:").strip())
         selected = _RUNNING.search(plain)
@@ -246,8 +242,6 @@ class _Console:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: ReFrame's summary of a run that selected no test case
-_RAN_NOTHING = re.compile(r"\] Ran 0/0 test case\(s\)")
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
 _RUNNING = re.compile(r"^\[=+\] Running (\d+) check\(s\)")
 
@@ -351,14 +345,15 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         if free < MIN_FREE_BYTES:
             code, why = EXIT_ENVIRONMENT, f"disk full on {site.var} ({free >> 20} MiB free)"
         elif (rc == 0 and console.checks_selected == 0) or console.usage_errors:
-            # ReFrame writes no report when nothing is selected
+            # ReFrame writes no report when it runs no test case ("Running 0 check(s)")
             given = " ".join(shlex.quote(a) for a in reframe_args) or "(none)"
             lister = shlex.join([*reframe_command(), "-C", str(site.config), "-c",
                                  str(site.root / "reframe-checks"), "-R", "-l"])
             listing = f"`{lister}` lists the checks"
             why = (f"ReFrame refused them: {console.usage_errors[-1]}" if console.usage_errors
                    else "they select none of the checks this site runs (-n selects by "
-                   "name, -t by tag)")
+                   "name, -t by tag; a case needing more ranks than a partition's CPUs is "
+                   "not generated)")
             print(f"hpcval: error: ReFrame options after --: {given}: {why}; {listing}; "
                   "nothing was run or stored", file=sys.stderr)
             return Outcome(EXIT_INPUT, None, None, rc, run_id)
@@ -367,10 +362,6 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
             why = (f"{site.config}: ReFrame cannot use the site config: "
                    f"{config_error or console.summaries[-1]}; fix the file (traceback, if "
                    f"any, in {log})")
-        elif console.ran_nothing and rc == 0 and not console.errors:
-            # ReFrame 4.10 writes no report for an empty selection
-            print(f"hpcval: error: {NOTHING_SELECTED}", file=sys.stderr)
-            return Outcome(EXIT_FAILED, None, None, rc, run_id)
         else:
             code = EXIT_FAILED
             why = (console.summaries or console.errors or [f"see {log}"])[-1]
