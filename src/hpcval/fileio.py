@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from hpcval.errors import EnvironmentFault
+from hpcval.runid import new_run_id
 
 
 def os_fault(path: str | Path, err: OSError, doing: str) -> EnvironmentFault:
@@ -56,17 +55,23 @@ def atomic_write(path: str | Path, data: str | bytes, doing: str = "writing") ->
     return path
 
 
+def unused_name(path: str | Path, suffix: str) -> Path:
+    """``<path>.<UTC time>-<random>.<suffix>``, a name no file has yet: a copy or
+    rename to it never replaces another one kept the same second."""
+    path = Path(path)
+    while True:
+        aside = path.with_name(f"{path.name}.{new_run_id()}.{suffix}")
+        if not aside.exists():
+            return aside
+
+
 def keep_backup(path: str | Path) -> Path | None:
-    """Copy ``path`` to ``<path>.<UTC time>-<random>.bak`` (never an existing
-    name) before it is replaced; ``None`` when there is nothing to keep."""
+    """Copy ``path`` to ``<path>.<UTC time>-<random>.bak`` (:func:`unused_name`)
+    before it is replaced; ``None`` when there is nothing to keep."""
     path = Path(path)
     if not path.exists():
         return None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    while True:
-        backup = path.with_name(f"{path.name}.{stamp}-{secrets.token_hex(3)}.bak")
-        if not backup.exists():
-            break
+    backup = unused_name(path, "bak")
     try:
         shutil.copy2(path, backup)
     except OSError as err:

@@ -26,16 +26,14 @@ import json
 import math
 import os
 import re
-import secrets
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpcval.errors import HpcvalError, StoreError
-from hpcval.fileio import os_fault
+from hpcval.fileio import os_fault, unused_name
 from hpcval.series import load_samples
 
 SCHEMA_VERSION = 1
@@ -408,12 +406,7 @@ class Store:
 
         kept = None
         if self.path.exists():
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            while True:  # never an existing name: rename would replace it
-                kept = self.path.with_name(
-                    f"{self.path.name}.{stamp}-{secrets.token_hex(3)}.broken")
-                if not kept.exists():
-                    break
+            kept = unused_name(self.path, "broken")  # rename would replace an existing one
             try:
                 self.path.rename(kept)
                 for suffix in ("-wal", "-shm"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.errors import InputError, StoreError
+from hpcval.runid import new_run_id
 from hpcval.vet import campaign, measure, report
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
@@ -40,10 +40,6 @@ class Options:
     follow_up_rounds: int = 2
     minutes: int = 30
     reservation: str | None = None
-
-
-def new_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
 def store_dir(site: VetSite, vet_id: str) -> Path:
@@ -175,7 +171,7 @@ def vet(site: VetSite, nodes_expr: str | None, opts: Options, progress: Progress
     nodes = select_nodes(site.slurm_partition, nodes_expr)
     info = vslurm.nodes_info(nodes)
     usable = [n for n in nodes if not _unusable(info.get(n))]
-    vet_id = new_id()
+    vet_id = new_run_id()
     workdir = store_dir(site, vet_id)
     if len(usable) < 2:
         raise InputError(f"partition {site.slurm_partition}: {len(usable)} usable node(s) "
@@ -239,7 +235,7 @@ def gate(site: VetSite, node: str, opts: Options, progress: Progress,
     # idle nodes, or nodes whose last job is still completing (right after a vetting)
     peers = [n for n in members if n != node and not _unusable(info.get(n))
              and info[n].state.split("+")[0] in ("IDLE", "COMPLETING")][:peers_wanted]
-    vet_id = new_id()
+    vet_id = new_run_id()
     workdir = store_dir(site, vet_id)
     held = "DRAIN" in was.state
     resv = f"hpcval-gate-{vet_id}"
