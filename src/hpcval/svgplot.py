@@ -57,6 +57,22 @@ def _drawable(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
+def _frame(title: str) -> list[str]:
+    """The opening of a panel: the ``<svg>`` element, its title and the plot frame."""
+    return [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {WIDTH} {HEIGHT}' "
+            f"width='{WIDTH}' height='{HEIGHT}' font-family='sans-serif' font-size='11'>",
+            f"<text x='{WIDTH / 2}' y='16' text-anchor='middle'>{html.escape(title)}</text>",
+            f"<rect x='{LEFT}' y='{TOP}' width='{WIDTH - LEFT - RIGHT}' "
+            f"height='{HEIGHT - TOP - BOTTOM}' fill='none' stroke='#444'/>"]
+
+
+def _axis_labels(x_label: str, y_label: str) -> list[str]:
+    return [f"<text x='{(LEFT + WIDTH - RIGHT) / 2}' y='{HEIGHT - 10}' "
+            f"text-anchor='middle'>{html.escape(x_label)}</text>",
+            f"<text transform='translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)' "
+            f"text-anchor='middle'>{html.escape(y_label)}</text>"]
+
+
 def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, float]],
           judged: list[Judged]) -> str | None:
     """One log-log panel as an ``<svg>`` element, or None with nothing to draw."""
@@ -70,12 +86,7 @@ def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, floa
     xs = [x for x, _ in pts] + [j.x for j in marks]
     ax = _LogAxis(xs, 2, LEFT, WIDTH - RIGHT)
     ay = _LogAxis(ys, 10, HEIGHT - BOTTOM, TOP)
-    esc = html.escape
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {WIDTH} {HEIGHT}' "
-           f"width='{WIDTH}' height='{HEIGHT}' font-family='sans-serif' font-size='11'>",
-           f"<text x='{WIDTH / 2}' y='16' text-anchor='middle'>{esc(title)}</text>",
-           f"<rect x='{LEFT}' y='{TOP}' width='{WIDTH - LEFT - RIGHT}' "
-           f"height='{HEIGHT - TOP - BOTTOM}' fill='none' stroke='#444'/>"]
+    out = _frame(title)
     for e in ax.ticks():
         x = ax.px(2.0 ** e)
         out.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{TOP}' y2='{HEIGHT - BOTTOM}' "
@@ -86,10 +97,7 @@ def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, floa
         out.append(f"<line x1='{LEFT}' x2='{WIDTH - RIGHT}' y1='{y:.1f}' y2='{y:.1f}' "
                    f"stroke='#ddd'/><text x='{LEFT - 5}' y='{y + 4:.1f}' "
                    f"text-anchor='end'>{_label(10, e)}</text>")
-    out.append(f"<text x='{(LEFT + WIDTH - RIGHT) / 2}' y='{HEIGHT - 10}' "
-               f"text-anchor='middle'>{esc(x_label)}</text>")
-    out.append(f"<text transform='translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)' "
-               f"text-anchor='middle'>{esc(y_label)}</text>")
+    out += _axis_labels(x_label, y_label)
     for j in marks:
         top = ay.px(j.upper) if j.upper and j.upper > 0 else TOP
         bottom = ay.px(j.lower) if j.lower and j.lower > 0 else HEIGHT - BOTTOM
@@ -133,12 +141,7 @@ def history_panel(title: str, y_label: str, runs: list[list[float]], medians: li
     def py(v: float) -> float:
         return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
-    esc = html.escape
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {WIDTH} {HEIGHT}' "
-           f"width='{WIDTH}' height='{HEIGHT}' font-family='sans-serif' font-size='11'>",
-           f"<text x='{WIDTH / 2}' y='16' text-anchor='middle'>{esc(title)}</text>",
-           f"<rect x='{left}' y='{top}' width='{right - left}' height='{bottom - top}' "
-           "fill='none' stroke='#444'/>"]
+    out = _frame(title)
     for k in range(6):
         v = lo + (hi - lo) * k / 5
         out.append(f"<line x1='{left}' x2='{right}' y1='{py(v):.1f}' y2='{py(v):.1f}' "
@@ -147,10 +150,7 @@ def history_panel(title: str, y_label: str, runs: list[list[float]], medians: li
     step = max(1, math.ceil(n / 10))
     for i in range(0, n, step):
         out.append(f"<text x='{px(i):.1f}' y='{bottom + 16}' text-anchor='middle'>{i + 1}</text>")
-    out.append(f"<text x='{(left + right) / 2}' y='{HEIGHT - 10}' text-anchor='middle'>"
-               "run (oldest first)</text>")
-    out.append(f"<text transform='translate(14 {(top + bottom) / 2}) rotate(-90)' "
-               f"text-anchor='middle'>{esc(y_label)}</text>")
+    out += _axis_labels("run (oldest first)", y_label)
     for i, samples in enumerate(runs):
         out += [f"<circle cx='{px(i):.1f}' cy='{py(v):.1f}' r='1.6' fill='#888' "
                 "fill-opacity='0.5'/>" for v in samples if math.isfinite(v)]
@@ -163,7 +163,7 @@ def history_panel(title: str, y_label: str, runs: list[list[float]], medians: li
         x = px(index - 0.5)
         out.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top}' y2='{bottom}' "
                    f"stroke='#d62728' stroke-width='1.5'/><text x='{x + 3:.1f}' y='{top + 12}' "
-                   f"fill='#d62728'>{esc(label)}</text>")
+                   f"fill='#d62728'>{html.escape(label)}</text>")
     for i in rejected:
         if 0 <= i < len(medians) and math.isfinite(medians[i]):
             x, y = px(i), py(medians[i])
