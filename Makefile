@@ -30,7 +30,8 @@ system-deps:
 	dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
-# Concretize every Spack environment (one at a time, minutes each) and rewrite its spack.lock;
+# Concretize every Spack environment (one at a time, minutes each) and rewrite its spack.lock
+# (local's and lab's record this checkout's paths: made here, git-ignored);
 # ENV=<name> for one. Needs Spack (docs/spack.md).
 lock: setup
 	$(BIN)/hpcval spack lock $(if $(ENV),--env $(ENV))

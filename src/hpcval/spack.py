@@ -332,11 +332,31 @@ def declared_target(env_dir: str | Path) -> str:
                      "declare the system's microarchitecture (e.g. `- target=cascadelake`)")
 
 
+def lock_is_made_here(env_dir: str | Path) -> bool:
+    """True where the environment's lock records paths of this checkout: it
+    includes the generated Intel MPI external of the project venv
+    (:data:`VENV_MPI_INCLUDE`) or develops a package from the checkout
+    (``develop:``). Spack writes both as absolute paths, so such a lock is made
+    on each machine (``hpcval spack lock``) and git-ignored, never committed."""
+    env_dir = Path(env_dir)
+    manifest = _read_yaml(env_dir / "spack.yaml").get("spack") or {}
+    return VENV_MPI_INCLUDE in [str(i) for i in manifest.get("include") or []] \
+        or bool(manifest.get("develop"))
+
+
+def missing_lock(env_dir: str | Path) -> str:
+    """What to say of an environment without its spack.lock."""
+    env_dir = Path(env_dir)
+    why = (" (this environment's lock records this checkout's paths, so it is made on each "
+           "machine and not committed)" if lock_is_made_here(env_dir) else "")
+    return f"{env_dir / 'spack.lock'}: missing: run `hpcval spack lock --env {env_dir.name}`{why}"
+
+
 def read_lock(env_dir: str | Path) -> dict[str, Any]:
     """The environment's spack.lock (JSON)."""
     path = Path(env_dir) / "spack.lock"
     if not path.is_file():
-        raise InputError(f"{path}: missing: run `hpcval spack lock --env {Path(env_dir).name}`")
+        raise InputError(missing_lock(env_dir))
     try:
         return dict(json.loads(path.read_text()))
     except json.JSONDecodeError as err:
@@ -683,7 +703,7 @@ def doctor(env_dir: str | Path) -> tuple[list[str], list[str]]:
                             f"({elsewhere[0]}{more}): run `hpcval spack lock --env "
                             f"{env_dir.name}` here")
     else:
-        problems.append(f"{lock_path}: missing: run `hpcval spack lock --env {env_dir.name}`")
+        problems.append(missing_lock(env_dir))
     if find_spack() is None:
         problems.append(f"{NOT_FOUND}: cannot list the sources an install needs")
         return problems, notes

@@ -4,6 +4,7 @@ environments/ and the real MPI, Slurm and compilers of this machine; no Spack ne
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,21 @@ def test_every_environment_declares_its_compiler_as_a_nonbuildable_external(name
 
 
 @pytest.mark.parametrize("name", ENVIRONMENTS)
-def test_committed_lock_names_the_target_and_every_mpi_benchmark_pair(name: str) -> None:
+def test_lock_is_committed_unless_it_records_the_checkouts_paths(name: str) -> None:
     env_dir = ROOT / "environments" / name
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(env_dir / "spack.lock")],
+                             cwd=ROOT, check=False).returncode == 0
+    assert ignored == spack.lock_is_made_here(env_dir)
+    assert spack.lock_is_made_here(env_dir) == (name in ("local", "lab"))
+    if not ignored:
+        assert (env_dir / "spack.lock").is_file()
+
+
+@pytest.mark.parametrize("name", ENVIRONMENTS)
+def test_lock_names_the_target_and_every_mpi_benchmark_pair(name: str) -> None:
+    env_dir = ROOT / "environments" / name
+    if spack.lock_is_made_here(env_dir) and not (env_dir / "spack.lock").is_file():
+        pytest.skip(f"{spack.missing_lock(env_dir)}: needs Spack")
     lock = spack.read_lock(env_dir)
     assert spack.wrong_targets(lock, TARGETS[name]) == []
     manifest = yaml.safe_load((env_dir / "spack.yaml").read_text())["spack"]
@@ -193,3 +207,16 @@ def test_a_lock_made_in_another_checkout_is_named(tmp_path: Path) -> None:
     assert found == [f"external intel-oneapi-mpi at /elsewhere/venv, declared here: "
                      f"{tmp_path / 'venv'}",
                      f"hpcval-cfdio developed from /elsewhere, here from {here}"]
+
+
+def test_a_missing_lock_made_on_each_machine_says_so(tmp_path: Path) -> None:
+    env_dir = _copy("local", tmp_path)
+    (env_dir / "spack.lock").unlink(missing_ok=True)
+    with pytest.raises(spack.InputError) as err:
+        spack.read_lock(env_dir)
+    assert str(err.value) == (
+        f"{env_dir / 'spack.lock'}: missing: run `hpcval spack lock --env local` (this "
+        "environment's lock records this checkout's paths, so it is made on each machine and "
+        "not committed)")
+    assert spack.missing_lock(ROOT / "environments" / "onprem-ib").endswith(
+        "`hpcval spack lock --env onprem-ib`")

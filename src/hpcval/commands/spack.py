@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lock = ssub.add_parser(
         "lock", help="concretize environments and write their spack.lock",
         description="Concretize each environment (default: all of environments/) in place, "
-        "one at a time, writing its committed spack.lock. Fails, restoring the files, where "
+        "one at a time, writing its spack.lock. Fails, restoring the files, where "
         "Spack wrote into spack.yaml or an include (an undeclared compiler or external it "
         "detected on this host) or where a spec misses the declared target. Takes minutes "
         "per environment (docs/spack.md).")
