@@ -21,16 +21,22 @@ MODES = ["ok", "crash-after-table", "exit1-after-table", "exit255-after-table",
          "time-out-rows", "out-of-mem-rows", "ok-env"]
 
 
-@rfm.simple_test
-class fake_imb_check(ImbPingPongBase):
-    """IMB PingPong as judged on the local site, with IMB replaced by fake-imb."""
+class FakeImbBase(ImbPingPongBase):
+    """IMB PingPong as judged on the local site (its references), with IMB
+    replaced by fake-imb, two launches per job, cache-warm only."""
 
-    valid_systems = ["local"]
-    valid_prog_environs = ["+mpi +imb"]
     reference_entry = "imb_pingpong_check"
     program = FAKE_IMB
     samples = 2
     cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
+
+
+@rfm.simple_test
+class fake_imb_check(FakeImbBase):
+    """IMB PingPong as judged on the local site, with IMB replaced by fake-imb."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+mpi +imb"]
     mode = parameter(MODES, loggable=True)
     time_limit = "12s"
 
@@ -65,16 +71,12 @@ class fake_built_check(HpcvalTest, rfm.RegressionTest):
 
 
 @rfm.simple_test
-class fake_disk_fill_check(ImbPingPongBase):
+class fake_disk_fill_check(FakeImbBase):
     """fake-imb fills the file system of ``$HPCVAL_VAR`` (the results store,
     ReFrame's log, stage and output directories) while it runs."""
 
     valid_systems = ["local"]
     valid_prog_environs = ["+mpi +imb"]
-    reference_entry = "imb_pingpong_check"
-    program = FAKE_IMB
-    samples = 2
-    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     time_limit = "12s"
 
     @run_after("setup")
@@ -83,7 +85,7 @@ class fake_disk_fill_check(ImbPingPongBase):
 
 
 @rfm.simple_test
-class fake_rank_death_check(ImbPingPongBase):
+class fake_rank_death_check(FakeImbBase):
     """One rank is killed (SIGKILL) while rank 0 still runs: the launcher must
     end the job at once (well within the time limit) and the check must name
     the signal. Open MPI's and MPICH's mpirun end non-MPI ranks too; Intel
@@ -92,10 +94,6 @@ class fake_rank_death_check(ImbPingPongBase):
 
     valid_systems = ["local"]
     valid_prog_environs = ["+openmpi", "+mpich", "+impi"]
-    reference_entry = "imb_pingpong_check"
-    program = FAKE_IMB
-    samples = 2
-    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     time_limit = "30s"
 
     @run_after("setup")
@@ -106,7 +104,7 @@ class fake_rank_death_check(ImbPingPongBase):
 
 
 @rfm.simple_test
-class fake_lab_fault_check(ImbPingPongBase):
+class fake_lab_fault_check(FakeImbBase):
     """On the Slurm lab, one rank per node: ``mpi-rank-sigkill`` kills rank
     1's IMB mid-run (srun must end the step at once), ``hang`` runs into
     Slurm's time limit, ``mpi-long`` runs IMB for minutes (to kill a node's
@@ -114,10 +112,6 @@ class fake_lab_fault_check(ImbPingPongBase):
 
     valid_systems = ["lab"]
     valid_prog_environs = ["+impi"]
-    reference_entry = "imb_pingpong_check"
-    program = FAKE_IMB
-    samples = 2
-    cache = parameter(inherit_params=True, filter_params=lambda values: values[:1])
     mode = parameter(["ok", "mpi-rank-sigkill", "hang", "mpi-long"], loggable=True)
     nodes = 2
 
