@@ -74,17 +74,19 @@ def text(series: list[Series]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(s: Series) -> str:
+def plot(s: Series, bands: list[tuple[float | None, float | None, str, str]] = ()) -> str:
     """One figure as inline SVG: samples (grey dots), run medians (line),
-    change points (red lines), runs left out of baselines (red crosses).
-    Drawn by :mod:`hpcval.svgplot`: milliseconds per figure, nothing heavy
-    imported, so a validation can afford it for every figure that moved."""
+    change points (red lines), runs left out of baselines (red crosses) and
+    ``bands`` (the contract band, the history band: see
+    :func:`hpcval.svgplot.history_panel`). Drawn by :mod:`hpcval.svgplot`:
+    milliseconds per figure, nothing heavy imported, so a validation can
+    afford it for every figure."""
     from hpcval import svgplot
 
     return svgplot.history_panel(
         s.case_key, f"{s.variable} [{s.unit}]", [list(p.samples) for p in s.points],
         s.medians, [(cp.index, _pct(cp.change)) for cp in s.change_points],
-        [i for i, p in enumerate(s.points) if not p.accepted]) or ""
+        [i for i, p in enumerate(s.points) if not p.accepted], bands) or ""
 
 
 def html_section(series: list[Series], title: str = "Trends") -> str:
