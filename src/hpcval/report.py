@@ -334,24 +334,30 @@ class Row:
         return statistics.stdev(logs) if len(logs) >= 3 else None
 
     def loose(self) -> bool:
-        """The contract band on the worse side lies more than
-        :data:`LOOSE_SPREADS` run-to-run spreads from the value: it cannot fail."""
-        p = self.perf
-        spread = self.spread()
-        if p is None or not isinstance(p.value, int | float) or p.value <= 0 or not spread:
+        """The contract band cannot fail (see :func:`loose_band`)."""
+        if self.perf is None:
             return False
-        lo, hi = p.bounds()
-        better = self.detail.get("better") or (self.series.better if self.series else None) \
-            or ("lower" if lo is None and hi is not None else "higher")
-        bound = lo if better == "higher" else hi
-        if bound is None:
-            return p.reference is not None  # judged, yet unbounded on its worse side
-        if bound <= 0:
-            return True
-        return abs(math.log(p.value / bound)) > LOOSE_SPREADS * spread
+        better = self.detail.get("better") or (self.series.better if self.series else None)
+        return loose_band(self.perf, better, self.spread())
 
     def log(self) -> str | None:
         return log_path(self.case)
+
+
+def loose_band(p: PerfValue, better: str | None, spread: float | None) -> bool:
+    """The contract band on the figure's worse side lies more than
+    :data:`LOOSE_SPREADS` run-to-run spreads (sd of log run medians) from the
+    value, or is open on that side: the band cannot fail."""
+    if not isinstance(p.value, int | float) or p.value <= 0 or not spread:
+        return False
+    lo, hi = p.bounds()
+    better = better or ("lower" if lo is None and hi is not None else "higher")
+    bound = lo if better == "higher" else hi
+    if bound is None:
+        return p.reference is not None  # judged, yet unbounded on its worse side
+    if bound <= 0:
+        return True
+    return abs(math.log(p.value / bound)) > LOOSE_SPREADS * spread
 
 
 def log_path(case: CaseResult) -> str | None:
@@ -544,10 +550,11 @@ def _plot_case(case: CaseResult, name: str, spec: dict[str, Any]) -> list[str]:
     return panels
 
 
-_CSS = """
+PAGE_CSS = """
 *{box-sizing:border-box}
 body{font-family:system-ui,sans-serif;margin:1.2em auto;padding:0 1em;color:#222;max-width:1360px}
 h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.15em;margin:1.2em 0 .4em}
+p,li,h2,h3{overflow-wrap:anywhere}
 table{border-collapse:collapse;font-size:.9em;max-width:100%}
 td,th{border:1px solid #ccc;padding:.25em .6em;overflow-wrap:anywhere;text-align:left}
 th{background:#f0f0f0;white-space:nowrap;overflow-wrap:normal}td.num{text-align:right}
@@ -590,7 +597,7 @@ gap:.2em .6em;align-items:center;padding:.25em .3em;list-style:none;cursor:point
 
 #: Full plots are kept in ``<template>`` elements and drawn only when their
 #: row is opened; the figures' list is sorted by a header's button.
-_JS = """
+PAGE_JS = """
 document.addEventListener('toggle',function(e){var d=e.target;if(!d.open)return;
 var t=d.querySelector(':scope>template');if(t){d.appendChild(t.content.cloneNode(true));
 t.remove();}},true);
@@ -648,7 +655,7 @@ def figure_list_html(views: list[FigureView], list_id: str, sortable: bool = Fal
             colour = _COLOURS.get(v.outcome, "#1f77b4")
             spark = svgplot.sparkline(v.series.medians,
                                       [cp.index for cp in v.series.change_points], colour)
-            plot = trend.plot(v.series, v.bands)
+            plot = trend.plot(v.series, v.bands, compact=True)
         data = "".join(f" data-{k}='{esc(str(val))}'" for k, val in v.data.items())
         loose = ("<span class='loose'>cannot fail; tighten with <code>hpcval references "
                  "capture --from-history</code></span>" if v.loose else "")
@@ -720,7 +727,7 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None,
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
         f"<title>hpcval {esc(verdict)} {esc(str(s.get('time_start', '')))}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{PAGE_CSS}</style></head><body>",
         "<h1>hpcval validation report</h1>",
         f"<p class='banner {verdict}' id='verdict'>{esc(line)}</p>",
         f"<p class='facts'>{esc(report.headline())} · "
@@ -805,7 +812,7 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None,
             parts.append(f"<h3>{esc(c.display_name)} ({esc(c.environ)}), phase "
                          f"{esc(str(c.fail_phase))}</h3><pre>{esc(c.fail_reason or '')}</pre>")
     parts.extend(extra_sections or [])
-    parts.append(f"<script>{_JS}</script></body></html>")
+    parts.append(f"<script>{PAGE_JS}</script></body></html>")
     return "\n".join(parts)
 
 

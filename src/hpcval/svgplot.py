@@ -120,14 +120,15 @@ def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, floa
 
 def history_panel(title: str, y_label: str, runs: list[list[float]], medians: list[float],
                   change_at: list[tuple[int, str]], rejected: list[int],
-                  bands: list[tuple[float | None, float | None, str, str]] = ()
-                  ) -> str | None:
+                  bands: list[tuple[float | None, float | None, str, str]] = (),
+                  compact: bool = False) -> str | None:
     """One figure's history as an ``<svg>``: every run's samples (grey dots), the
     run medians (line), change points (red lines before run index, labelled)
     and runs left out of baselines (red crosses); linear axes, oldest run left.
     ``bands``: (low, high, colour, label) drawn as shaded horizontal bands
     (None: open on that side), clipped to the data's range so that a loose
-    band does not squash the data."""
+    band does not squash the data. ``compact``: samples and medians drawn as
+    two paths of dots rather than one element each."""
     finite = [v for vs in runs for v in vs if math.isfinite(v)]
     finite += [v for v in medians if math.isfinite(v)]
     if not finite or not runs:
@@ -165,14 +166,27 @@ def history_panel(title: str, y_label: str, runs: list[list[float]], medians: li
                    f"height='{y_bottom - y_top:.1f}' fill='{colour}' fill-opacity='0.15'/>"
                    f"<text x='{right - 4}' y='{y_top + 12 + 12 * k:.1f}' text-anchor='end' "
                    f"fill='{colour}'>{html.escape(label)}</text>")
-    for i, samples in enumerate(runs):
-        out += [f"<circle cx='{px(i):.1f}' cy='{py(v):.1f}' r='1.6' fill='#888' "
-                "fill-opacity='0.5'/>" for v in samples if math.isfinite(v)]
     line = [(px(i), py(m)) for i, m in enumerate(medians) if math.isfinite(m)]
+    if compact:
+        # one path of round dots for all samples, one for the medians: a page
+        # of hundreds of plots stays a few kilobytes per plot
+        dots = "".join(f"M{px(i):.1f} {py(v):.1f}h0" for i, samples in enumerate(runs)
+                       for v in samples if math.isfinite(v))
+        out.append(f"<path d='{dots}' stroke='#888' stroke-opacity='0.5' stroke-width='3.2' "
+                   "stroke-linecap='round'/>")
+    else:
+        for i, samples in enumerate(runs):
+            out += [f"<circle cx='{px(i):.1f}' cy='{py(v):.1f}' r='1.6' fill='#888' "
+                    "fill-opacity='0.5'/>" for v in samples if math.isfinite(v)]
     if line:
         out.append("<polyline points='" + " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
                    + "' fill='none' stroke='#1f77b4' stroke-width='1.5'/>")
-        out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.5' fill='#1f77b4'/>" for x, y in line]
+        if compact:
+            out.append("<path d='" + "".join(f"M{x:.1f} {y:.1f}h0" for x, y in line)
+                       + "' stroke='#1f77b4' stroke-width='5' stroke-linecap='round'/>")
+        else:
+            out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.5' fill='#1f77b4'/>"
+                    for x, y in line]
     for index, label in change_at:
         x = px(index - 0.5)
         out.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top}' y2='{bottom}' "
