@@ -311,6 +311,8 @@ class Row:
     outcome: str
     detail: dict[str, Any]
     series: Any = None
+    #: the figure's history outcome (``outcome`` says ``FAIL`` when its band failed)
+    verdict: str | None = None
 
     @property
     def name(self) -> str:
@@ -322,13 +324,14 @@ class Row:
 
     def spread(self) -> float | None:
         """The run-to-run spread (sd of log run medians): the verdict's, else
-        the one shown by the figure's accepted history (3 runs or more)."""
+        the one of the figure's accepted runs before this one (3 or more)."""
         spread = self.detail.get("spread")
         if isinstance(spread, int | float):
             return float(spread)
         if self.series is None:
             return None
-        logs = [math.log(m) for p, m in zip(self.series.points, self.series.medians,
+        # the runs before this one: the spread this run is measured against
+        logs = [math.log(m) for p, m in zip(self.series.points[:-1], self.series.medians[:-1],
                                             strict=True)
                 if p.accepted and isinstance(m, float) and m > 0 and math.isfinite(m)]
         return statistics.stdev(logs) if len(logs) >= 3 else None
@@ -394,11 +397,10 @@ def figure_rows(report: RunReport, history: RunHistory | None = None) -> list[Ro
             rows.append(Row(c, key, area, None, "pass" if c.passed else "FAIL", {}))
             continue
         for p in c.perf:
-            outcome, detail = history.verdicts.get((key, p.variable), (None, {}))
-            if p.result == "fail":
-                outcome = "FAIL"
+            verdict, detail = history.verdicts.get((key, p.variable), (None, {}))
+            outcome = "FAIL" if p.result == "fail" else verdict
             rows.append(Row(c, key, area, p, outcome or "pass", detail or {},
-                            history.series.get((key, p.variable))))
+                            history.series.get((key, p.variable)), verdict))
     rows.sort(key=lambda r: (RANK.get(r.outcome, 5), r.case.display_name, r.where, r.name))
     return rows
 
@@ -420,8 +422,17 @@ def evidence(row: Row) -> str:
         text += (f" [{pct(d['ci_low'])} .. {pct(d['ci_high'])}]"
                  + (f" ({100 * level:.0f} %)" if isinstance(level, int | float) else ""))
     disp = d.get("dispersion")
-    if row.outcome == "unstable" and isinstance(disp, dict):
+    if row.verdict == "unstable" and isinstance(disp, dict):
         text += f", spread within the run x{num(disp.get('ratio'))} the baseline's"
+    if d.get("family"):
+        text += f", family {d['family']}"
+    p_value = d.get("p_adjusted", d.get("p_value"))
+    if isinstance(p_value, int | float):
+        text += f", p={p_value:.2g}"
+    sustained = d.get("sustained")
+    if isinstance(sustained, dict):
+        runs = sustained.get("runs_after", sustained.get("runs"))
+        text += f", sustained over the last {runs} runs" if runs else ", sustained"
     return text
 
 
@@ -479,17 +490,19 @@ def area_counts(rows: list[Row]) -> list[tuple[str, Counter[str], int, int]]:
 
 def run_verdict(report: RunReport, rows: list[Row], run_id: str = "") -> tuple[str, str]:
     """``("FAIL", "RESULT: FAIL  2 failed, 1 regressed, 0 unstable of 120 figures
-    (run ...)")``: failed counts the cases that failed; figures are those
-    measured."""
+    (run ...)")``: failed counts the cases that failed, regressed and unstable
+    the figures' history outcomes (a figure outside its band may be regressed
+    too); figures are those measured."""
     figures = [r for r in rows if r.perf is not None]
     failed = len(report.failures)
-    alarms = Counter(r.outcome for r in figures)
+    alarms = Counter(r.verdict for r in figures)
     run = f" (run {run_id})" if run_id else ""
     if failed or alarms["regressed"] or alarms["unstable"]:
         return "FAIL", (f"RESULT: FAIL  {failed} failed, {alarms['regressed']} regressed, "
                         f"{alarms['unstable']} unstable of {len(figures)} figures{run}")
-    order = [o for o in sorted(alarms, key=lambda o: RANK.get(o, 5))]
-    parts = ", ".join(f"{alarms[o]} {o}" for o in order)
+    outcomes = Counter(r.outcome for r in figures)
+    parts = ", ".join(f"{outcomes[o]} {o}" for o in sorted(outcomes,
+                                                             key=lambda o: RANK.get(o, 5)))
     return "PASS", f"RESULT: PASS  {len(figures)} figures: {parts or 'none'}{run}"
 
 

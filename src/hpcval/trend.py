@@ -152,23 +152,44 @@ def dashboard(series: list[Series], site: str, store: Any = None,
                         row["upper"], row["unit"] or "", row["band_result"] or "")
     several = [s for s in series if len(s.points) > 1]
     single = [s for s in series if len(s.points) <= 1]
-    several.sort(key=lambda s: (not s.change_points,
-                                _worse(s.change_points[-1].change, s.better)
-                                if s.change_points else 0.0, s.case_key, s.variable))
+    def outcome_of(s: Series) -> tuple[str, dict[str, Any]]:
+        key = (s.case_key, s.variable)
+        outcome, detail = verdicts.get(key, ("-", {}))
+        perf = bands.get(key)
+        return ("FAIL" if perf is not None and perf.result == "fail" else outcome), detail
+
+    def worse_change(s: Series) -> float:
+        """The latest change point's change, else the latest verdict's, signed
+        so that worse is negative."""
+        if s.change_points:
+            return _worse(s.change_points[-1].change, s.better)
+        change = outcome_of(s)[1].get("change")
+        return _worse(change, s.better) if isinstance(change, int | float) else 0.0
+
+    def moved(s: Series) -> bool:
+        return bool(s.change_points) or outcome_of(s)[0] in rp.ALARMS
+
+    several.sort(key=lambda s: (not moved(s), rp.RANK.get(outcome_of(s)[0], 5),
+                                worse_change(s), s.case_key, s.variable))
     views = []
     for s in several:
         key = (s.case_key, s.variable)
         check, where = _check_of(s.case_key)
-        outcome = verdicts.get(key, ("-", {}))[0]
+        outcome, detail = outcome_of(s)
         perf = bands.get(key)
         cp = s.change_points[-1] if s.change_points else None
         medians = [m for m in s.medians if m == m]
-        # the level and spread of the runs since the latest change point
-        since = [m for m in s.medians[cp.index if cp else 0:] if m == m]
+        # the level and spread of the runs since the latest change point, before the latest
+        since = [m for m in s.medians[cp.index if cp else 0:-1] if m == m] or medians
         logs = [math.log(m) for m in since if m > 0]
         spread = statistics.stdev(logs) if len(logs) >= 3 else None
         level = median(since) if since else None
-        change = f"{_pct(cp.change)} at run {cp.index + 1}" if cp else "-"
+        if cp:
+            change = f"{_pct(cp.change)} at run {cp.index + 1}"
+        elif isinstance(detail.get("change"), int | float):
+            change = f"{_pct(detail['change'])} (latest run)"
+        else:
+            change = "-"
         hband = (f"{rp.num(level)} ± {100 * spread:.1f} %" if spread else rp.num(level))
         hband += f" ({len(since)} runs)"
         band_list: list[tuple[float | None, float | None, str, str]] = []
@@ -185,9 +206,9 @@ def dashboard(series: list[Series], site: str, store: Any = None,
             and perf.result != "fail" and rp.loose_band(perf, s.better, spread),
             data={"name": f"{s.case_key} {s.variable}".lower(), "check": check, "area": area,
                   "partition": where, "rank": str(rp.RANK.get(outcome, 5)),
-                  "change": f"{_worse(cp.change, s.better) if cp else 0.0:.6f}"}))
-    moved = sum(1 for s in several if s.change_points)
-    worse = sum(1 for s in several if s.worse_now)
+                  "change": f"{worse_change(s):.6f}"}))
+    n_moved = sum(1 for s in several if moved(s))
+    worse = sum(1 for s in several if s.worse_now or outcome_of(s)[0] in rp.ALARMS)
     runs = len({p.run_id for s in series for p in s.points})
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -197,12 +218,14 @@ def dashboard(series: list[Series], site: str, store: Any = None,
         ".filters select,.filters input{max-width:100%;font:inherit}</style></head><body>",
         f"<h1>Trends of site {esc(site)}</h1>",
         f"<p class='banner {'FAIL' if worse else 'PASS'}' id='verdict'>{len(series)} figures over "
-        f"{runs} runs: {moved} moved (a change point in their history), {worse} of them to "
-        f"worse at their latest change; {len(single)} measured in one run only</p>",
-        "<p class='facts'>Figures that moved come first, the most worsened first. Each row: "
-        "the latest run's value, the contract band of that run, the level of the run medians "
-        "since the latest change point ± their run-to-run spread, the latest change point, "
-        "the latest verdict, and the run medians (red: change points). Open a row for its "
+        f"{runs} runs: {n_moved} moved (a change point in their history, or failed, "
+        f"regressed or unstable in the latest run), {worse} of them to worse; {len(single)} "
+        "measured in one run only</p>",
+        "<p class='facts'>Figures that moved come first, the most alarming and most worsened "
+        "first. Each row: the latest run's value, the contract band of that run, the level "
+        "of the run medians since the latest change point (before the latest run) ± their "
+        "run-to-run spread, the latest change point (or the latest verdict's change), the "
+        "latest outcome, and the run medians (red: change points). Open a row for its "
         "full plot (docs/judging.md).</p>",
         "<div class='filters'>",
     ]

@@ -37,7 +37,7 @@ def clean(tmp_path_factory):
 def test_terminal_opens_with_the_verdict_and_lists_failures_with_their_logs(broken):
     hist, report, history = broken
     lines = verdict_table(report, history).splitlines()
-    assert lines[0] == (f"RESULT: FAIL  2 failed, 1 regressed, 0 unstable of 7 figures "
+    assert lines[0] == (f"RESULT: FAIL  2 failed, 2 regressed, 0 unstable of 7 figures "
                         f"(run {hist.run_ids[-1]})")
     assert lines[1] == "Failures:"
     failed = [ln for ln in lines if ln.startswith("  ")]
@@ -128,7 +128,43 @@ def test_hpcval_report_renders_the_stored_run_with_its_history(broken):
     out = io.StringIO()
     report = republish(hist.site, hist.site.report_path(hist.run_ids[-1]), out)
     assert report.failures
-    assert out.getvalue().startswith(f"RESULT: FAIL  2 failed, 1 regressed, 0 unstable of 7 "
+    assert out.getvalue().startswith(f"RESULT: FAIL  2 failed, 2 regressed, 0 unstable of 7 "
                                      f"figures (run {hist.run_ids[-1]})")
     page = (hist.site.html_dir / "latest.html").read_text()
     assert "id='changes'" in page and page.count("<details class='fig'") == 7
+
+
+def test_the_verdicts_new_keys_are_shown_and_their_absence_is_a_dash(tmp_path):
+    """The keys the verdict dict gains (docs: the shape agreed with judging):
+    family, spread, level_runs, ci_level, dispersion, sustained."""
+    import json
+
+    path = tmp_path / "run-report-x.json"
+    perf = {"s:p:bw_1MiB": [14100.0, 18700.0, -0.5, None, "MB/s", "pass"],
+            "s:p:bw_4MiB": [9000.0, 9000.0, -0.5, None, "MB/s", "pass"]}
+    path.write_text(json.dumps({"session_info": {}, "runs": [{"testcases": [{
+        "display_name": "imb_pingpong_check %cache=warm", "system": "s", "partition": "p",
+        "environ": "impi", "result": "pass", "perfvalues": perf}]}]}))
+    report = load_run_report(path)
+    key = "imb_pingpong_check %cache=warm@s:p+impi"
+    history = RunHistory("r1", verdicts={
+        (key, "bw_1MiB"): ("unstable", {
+            "better": "higher", "baseline_median": 18700.0, "current_median": 14100.0,
+            "change": -0.246, "ci_low": -0.31, "ci_high": -0.175, "p_adjusted": 0.002,
+            "family": "bandwidth", "spread": 0.066, "spread_runs": 12, "level_runs": 5,
+            "dispersion": {"current": 0.2, "baseline": 0.05, "ratio": 4.0},
+            "ci_level": 0.95, "sustained": {"index": 3, "change": -0.2, "p": 0.01,
+                                            "runs_after": 4}}),
+        (key, "bw_4MiB"): ("no-baseline", {"better": "higher"})})
+    page = render_html(report, history=history)
+    attention = page[page.index("id='attention'"):page.index("id='areas'")]
+    assert ("bw_1MiB: 18,700 -&gt; 14,100 MB/s, -24.6 % [-31.0 % .. -17.5 %] (95 %), "
+            "spread within the run x4 the baseline&#x27;s, family bandwidth, p=0.002, "
+            "sustained over the last 4 runs") in attention
+    rows = re.findall(r"<details class='fig'.*?</summary>", page, re.S)
+    bw1 = next(r for r in rows if "<b>bw_1MiB</b>" in r)
+    assert "data-l='history'>18,700 ± 6.6 % (5 runs)<" in bw1
+    bw4 = next(r for r in rows if "<b>bw_4MiB</b>" in r)
+    assert "data-l='history'>-<" in bw4 and "data-l='change'>-<" in bw4
+    assert verdict_table(report, history).splitlines()[0] == \
+        "RESULT: FAIL  0 failed, 0 regressed, 1 unstable of 2 figures (run r1)"
