@@ -43,6 +43,7 @@ _FAMILIES: dict[str, str] = {
     "hpcval_run_result": "1 for the run's result, 0 for the other results",
     "hpcval_run_figures": "Figures of the run by history outcome",
     "hpcval_case_passed": "1 when the test case passed, 0 when it failed or was skipped",
+    "hpcval_case_info": "The MPI stack a test case ran with (value 1)",
     "hpcval_figure_value": "The figure's value in this run (median of its samples)",
     "hpcval_figure_samples": "How many samples the figure's value is the median of",
     "hpcval_figure_reference": "The figure's reference value from the site's references",
@@ -114,11 +115,13 @@ def openmetrics(store: Store, run_id: str | None = None) -> str:
     run_id = str(run["run_id"])
     site = str(run["site"])
     prov = json.loads(run.get("provenance") or "{}")
+    prov = prov if isinstance(prov, dict) else {}
     fam = _Families()
     fam.add("hpcval_run_info", {
         "site": site, "run": run_id, "result": str(run["result"]),
         "accepted": "1" if run["accepted"] else "0",
-        **{k: str(prov.get(k) or "") for k in ("hostname", "reframe", "kernel", "machine")},
+        **{k: str(prov.get(k) or "") for k in ("hostname", "reframe", "kernel", "machine",
+                                                "fabric")},
     }, 1)
     fam.add("hpcval_run_start_time_seconds", {"site": site}, run.get("started"))
     for result in RUN_RESULTS:
@@ -134,6 +137,7 @@ def openmetrics(store: Store, run_id: str | None = None) -> str:
         if row["case_key"] not in seen_cases:
             seen_cases.add(row["case_key"])
             fam.add("hpcval_case_passed", case, 1 if row["case_result"] == "pass" else 0)
+            fam.add("hpcval_case_info", {**case, "mpi_stack": row["mpi_stack"] or ""}, 1)
         if row["variable"] is None:
             continue
         labels = {**case, "figure": row["variable"], "unit": row["unit"] or ""}

@@ -488,7 +488,8 @@ def area_counts(rows: list[Row]) -> list[tuple[str, Counter[str], int, int]]:
     return [(a, counts[a], len(cases[a]), figures[a]) for a in sorted(counts, key=order)]
 
 
-def run_verdict(report: RunReport, rows: list[Row], run_id: str = "") -> tuple[str, str]:
+def run_verdict(report: RunReport, rows: list[Row], run_id: str = "",
+                run_result: str | None = None) -> tuple[str, str]:
     """``("FAIL", "RESULT: FAIL  2 failed, 1 regressed, 0 unstable of 120 figures
     (run ...)")``: failed counts the cases that failed, regressed and unstable
     the figures' history outcomes (a figure outside its band may be regressed
@@ -497,6 +498,10 @@ def run_verdict(report: RunReport, rows: list[Row], run_id: str = "") -> tuple[s
     failed = len(report.failures)
     alarms = Counter(r.verdict for r in figures)
     run = f" (run {run_id})" if run_id else ""
+    if run_result == "interrupted":  # stored, never accepted into baselines
+        return "FAIL", (f"RESULT: INTERRUPTED  {failed} failed, {alarms['regressed']} "
+                        f"regressed, {alarms['unstable']} unstable of {len(figures)} figures "
+                        f"measured before it stopped{run}")
     if failed or alarms["regressed"] or alarms["unstable"]:
         return "FAIL", (f"RESULT: FAIL  {failed} failed, {alarms['regressed']} regressed, "
                         f"{alarms['unstable']} unstable of {len(figures)} figures{run}")
@@ -511,7 +516,8 @@ def verdict_table(report: RunReport, history: RunHistory | None = None) -> str:
     then each failure on one line with the path of its log, the counts per
     area and the skips; the full table is in the HTML report and the JSON."""
     rows = figure_rows(report, history)
-    _, line = run_verdict(report, rows, history.run_id if history else "")
+    _, line = run_verdict(report, rows, history.run_id if history else "",
+                          history.result if history else None)
     out = [line]
     failed = [r for r in rows if r.outcome == "FAIL"]
     if failed:
@@ -729,7 +735,8 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None,
     s = report.session
     esc = html.escape
     rows = figure_rows(report, history)
-    verdict, line = run_verdict(report, rows, history.run_id if history else "")
+    verdict, line = run_verdict(report, rows, history.run_id if history else "",
+                                history.result if history else None)
     facts = [
         ("host", s.get("hostname")), ("started", s.get("time_start")),
         ("elapsed", f"{s.get('time_elapsed', 0):.1f} s" if s.get("time_elapsed") else None),

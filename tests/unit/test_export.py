@@ -66,6 +66,8 @@ def test_outcomes_are_one_gauge_per_state(history):
     assert set(per_figure.values()) == {1}
     result = {s.labels["result"]: s.value for s in fams["hpcval_run_result"]}
     assert result["regressed"] == 1 and sum(result.values()) == 1
+    stacks = {s.labels["check"]: s.labels["mpi_stack"] for s in fams["hpcval_case_info"]}
+    assert stacks["ior_check"] == "intel-mpi@2021.13"
     passed = {s.labels["check"]: s.value for s in fams["hpcval_case_passed"]}
     assert passed["ior_check"] == 0 and passed["hpcg_check"] == 1
     band = {(s.labels["check"], s.labels["figure"]): s.value

@@ -168,3 +168,15 @@ def test_the_verdicts_new_keys_are_shown_and_their_absence_is_a_dash(tmp_path):
     assert "data-l='history'>-<" in bw4 and "data-l='change'>-<" in bw4
     assert verdict_table(report, history).splitlines()[0] == \
         "RESULT: FAIL  0 failed, 0 regressed, 1 unstable of 2 figures (run r1)"
+
+
+def test_an_interrupted_run_says_so_first(broken):
+    _, report, history = broken
+    from dataclasses import replace
+
+    stopped = replace(history, result="interrupted")
+    line = verdict_table(report, stopped).splitlines()[0]
+    assert line.startswith("RESULT: INTERRUPTED  2 failed, 2 regressed, 0 unstable of 7 "
+                           "figures measured before it stopped (run ")
+    assert "class='banner FAIL' id='verdict'>RESULT: INTERRUPTED" in render_html(
+        report, history=stopped)
