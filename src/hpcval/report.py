@@ -297,6 +297,8 @@ RANK = {"FAIL": 0, "regressed": 1, "unstable": 2, "interrupted": 3, "warn": 4,
 ALARMS = ("FAIL", "regressed", "unstable")
 #: A contract band this many run-to-run spreads (or more) from the values cannot fail.
 LOOSE_SPREADS = 5.0
+#: Without a measured spread, a band this many times from the value cannot fail.
+LOOSE_FACTOR = 10.0
 
 
 @dataclass
@@ -350,8 +352,10 @@ class Row:
 def loose_band(p: PerfValue, better: str | None, spread: float | None) -> bool:
     """The contract band on the figure's worse side lies more than
     :data:`LOOSE_SPREADS` run-to-run spreads (sd of log run medians) from the
-    value, or is open on that side: the band cannot fail."""
-    if not isinstance(p.value, int | float) or p.value <= 0 or not spread:
+    value, or is open on that side: the band cannot fail. Before a spread can
+    be measured (3 earlier runs), a bound :data:`LOOSE_FACTOR` times or more
+    away from the value is loose (only a collapse of the figure fails it)."""
+    if not isinstance(p.value, int | float) or p.value <= 0:
         return False
     lo, hi = p.bounds()
     better = better or ("lower" if lo is None and hi is not None else "higher")
@@ -360,6 +364,8 @@ def loose_band(p: PerfValue, better: str | None, spread: float | None) -> bool:
         return p.reference is not None  # judged, yet unbounded on its worse side
     if bound <= 0:
         return True
+    if not spread:
+        return abs(math.log(p.value / bound)) > math.log(LOOSE_FACTOR)
     return abs(math.log(p.value / bound)) > LOOSE_SPREADS * spread
 
 
@@ -528,7 +534,8 @@ def verdict_table(report: RunReport, history: RunHistory | None = None) -> str:
                        + (f"  log: {log}" if log else ""))
     areas = []
     for area, counts, n_cases, figures in area_counts(rows):
-        bad = ", ".join(f"{counts[o]} {o.lower()}" for o in ALARMS if counts[o])
+        bad = ", ".join(f"{counts[o]} {'skipped' if o == 'SKIP' else o.lower()}"
+                        for o in (*ALARMS, "SKIP") if counts[o])
         areas.append(f"{area} {n_cases} case{'s' * (n_cases != 1)}, {figures} "
                      f"figure{'s' * (figures != 1)}"
                      + (f" ({bad})" if bad else ""))
@@ -537,8 +544,9 @@ def verdict_table(report: RunReport, history: RunHistory | None = None) -> str:
     loose = [r for r in rows if r.outcome != "FAIL" and r.loose()]
     if loose:
         out.append(f"Loose contracts: {len(loose)} figure(s) whose band lies more than "
-                   f"{LOOSE_SPREADS:g}x their run-to-run spread from the values cannot fail; "
-                   "tighten with `hpcval references capture --from-history`")
+                   f"{LOOSE_SPREADS:g} run-to-run spreads (or {LOOSE_FACTOR:g}x) from the "
+                   "values cannot fail; tighten with `hpcval references capture "
+                   "--from-history`")
     skips = report.skip_reasons()
     if skips:
         out.append("Skipped:")
@@ -573,7 +581,7 @@ PAGE_CSS = """
 *{box-sizing:border-box}
 body{font-family:system-ui,sans-serif;margin:1.2em auto;padding:0 1em;color:#222;max-width:1360px}
 h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.15em;margin:1.2em 0 .4em}
-p,li,h2,h3{overflow-wrap:anywhere}
+p,li,h2,h3{overflow-wrap:anywhere}#areas td{overflow-wrap:normal}
 table{border-collapse:collapse;font-size:.9em;max-width:100%}
 td,th{border:1px solid #ccc;padding:.25em .6em;overflow-wrap:anywhere;text-align:left}
 th{background:#f0f0f0;white-space:nowrap;overflow-wrap:normal}td.num{text-align:right}
@@ -794,9 +802,10 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None,
     loose = sum(1 for r in rows if r.perf is not None and r.outcome != "FAIL" and r.loose())
     if loose:
         parts.append(f"<p class='warn'>{loose} contract band(s) lie more than "
-                     f"{LOOSE_SPREADS:g}x the run-to-run spread from the values: they cannot "
-                     "fail; tighten with <code>hpcval references capture --from-history"
-                     "</code> (docs/references.md).</p>")
+                     f"{LOOSE_SPREADS:g} run-to-run spreads (or {LOOSE_FACTOR:g}x, before a "
+                     "spread is measured) from the values: they cannot fail; tighten with "
+                     "<code>hpcval references capture --from-history</code> "
+                     "(docs/references.md).</p>")
     for area, _, _, _ in counts:
         area_rows = [r for r in rows if r.area == area]
         parts.append(f"<section><h2 id='area-{esc(area)}'>{esc(area)}</h2>")

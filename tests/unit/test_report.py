@@ -41,7 +41,9 @@ def test_verdict_names_failing_variable_value_and_bound(tmp_path):
     assert lines[0] == "RESULT: FAIL  2 failed, 0 regressed, 0 unstable of 2 figures"
     assert "lat_0B = 1.78 us is outside <= 0.001 (reference 0.001)" in text
     assert "sanity: IMB PingPong 1048576 B not measured: out-of-mem" in text
-    assert "Areas: mpi 3 cases, 2 figures (2 fail)" in text
+    assert "Areas: mpi 3 cases, 2 figures (2 fail, 1 skipped)" in text
+    # no history yet to measure a spread: a floor 54x below the value is loose
+    assert "Loose contracts: 1 figure(s)" in text
     # a passing figure is not listed on the terminal; the HTML report has every figure
     assert "bw_4MiB" not in text
     assert text.rstrip().endswith("0 passed, 2 failed, 1 skipped: FAIL")
