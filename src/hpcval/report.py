@@ -711,7 +711,7 @@ def history_band(detail: dict[str, Any], spread: float | None) -> str:
         return "-"
     runs = detail.get("level_runs", detail.get("baseline_runs"))
     text = f"{num(level)} ± {100 * spread:.1f} %" if spread else num(level)
-    return text + (f" ({runs} runs)" if isinstance(runs, int) else "")
+    return text + (f" ({runs} run{'s' * (runs != 1)})" if isinstance(runs, int) else "")
 
 
 def _view(r: Row) -> FigureView:

@@ -191,7 +191,7 @@ def dashboard(series: list[Series], site: str, store: Any = None,
         else:
             change = "-"
         hband = (f"{rp.num(level)} ± {100 * spread:.1f} %" if spread else rp.num(level))
-        hband += f" ({len(since)} runs)"
+        hband += f" ({len(since)} run{'s' * (len(since) != 1)})"
         band_list: list[tuple[float | None, float | None, str, str]] = []
         band = "-"
         if perf is not None:
