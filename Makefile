@@ -12,7 +12,7 @@ BIN    := $(VENV)/bin
 # as root only.
 SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
 	gcc g++ gfortran make autoconf automake libtool libtool-bin m4 pkgconf \
-	openmpi-bin libopenmpi-dev mpich libmpich-dev
+	openmpi-bin libopenmpi-dev mpich libmpich-dev chromium
 
 .PHONY: setup system-deps lock validate test lint clean
 

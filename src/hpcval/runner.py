@@ -44,7 +44,7 @@ from hpcval.errors import (
 )
 from hpcval.fileio import atomic_write, os_fault
 from hpcval.lock import site_lock
-from hpcval.report import RunReport, load_run_report, verdict_table, write_html
+from hpcval.report import RunHistory, RunReport, load_run_report, verdict_table, write_html
 from hpcval.runid import ENV as RUN_ID_ENV
 from hpcval.runid import new_run_id
 from hpcval.site import Site
@@ -145,8 +145,10 @@ def publish(report_path: Path, site: Site, out: IO[str] = sys.stdout,
     """Print the verdict of a stored run and write its HTML report (and
     ``latest.html``)."""
     report = load_run_report(report_path)
-    print(verdict_table(report) + extra_text, file=out)
-    html = write_html(report, site.html_dir / f"{report_path.stem}.html", extra_sections)
+    history = RunHistory.load(site, report_path.stem.removeprefix("run-report-"), report)
+    print(verdict_table(report, history) + extra_text, file=out)
+    html = write_html(report, site.html_dir / f"{report_path.stem}.html", extra_sections,
+                      history)
     try:
         atomic_write(site.html_dir / "latest.html", html.read_bytes(), "writing latest.html")
     except OSError as err:

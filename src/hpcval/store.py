@@ -397,6 +397,28 @@ class Store:
                                 "WHERE run_id=?", (run_id,)).fetchall()
         return {(r[0], r[1]): (r[2], json.loads(r[3])) for r in rows}
 
+    def run_figures(self, run_id: str) -> list[dict[str, Any]]:
+        """Every figure of one run with its case (check, parameters, system,
+        partition, environment, MPI stack, case result), oldest case first;
+        a case without figures comes as one row whose ``variable`` is None.
+        For exports and reports that show one run, not a series."""
+        with self.connect() as conn:
+            conn.row_factory = sqlite3.Row
+            rows = conn.execute(
+                "SELECT c.case_key, c.check_name, c.params, c.system, c.partition, c.environ, "
+                "c.mpi_stack, c.result AS case_result, c.fail_phase, f.variable, f.unit, "
+                "f.better, f.value, f.samples, f.reference, f.lower, f.upper, f.band_result "
+                "FROM cases c LEFT JOIN figures f ON f.run_id=c.run_id AND "
+                "f.case_key=c.case_key WHERE c.run_id=? ORDER BY c.rowid, f.rowid",
+                (run_id,)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["params"] = json.loads(d["params"] or "{}")
+            d["samples"] = _finite(json.loads(d["samples"])) if d["samples"] else []
+            out.append(d)
+        return out
+
     # -- repair -----------------------------------------------------------
     def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
         """Make the database anew from the run reports; the old file (if any)

@@ -119,10 +119,16 @@ def panel(title: str, x_label: str, y_label: str, points: list[tuple[float, floa
 
 
 def history_panel(title: str, y_label: str, runs: list[list[float]], medians: list[float],
-                  change_at: list[tuple[int, str]], rejected: list[int]) -> str | None:
+                  change_at: list[tuple[int, str]], rejected: list[int],
+                  bands: list[tuple[float | None, float | None, str, str]] = (),
+                  compact: bool = False) -> str | None:
     """One figure's history as an ``<svg>``: every run's samples (grey dots), the
     run medians (line), change points (red lines before run index, labelled)
-    and runs left out of baselines (red crosses); linear axes, oldest run left."""
+    and runs left out of baselines (red crosses); linear axes, oldest run left.
+    ``bands``: (low, high, colour, label) drawn as shaded horizontal bands
+    (None: open on that side), clipped to the data's range so that a loose
+    band does not squash the data. ``compact``: samples and medians drawn as
+    two paths of dots rather than one element each."""
     finite = [v for vs in runs for v in vs if math.isfinite(v)]
     finite += [v for v in medians if math.isfinite(v)]
     if not finite or not runs:
@@ -151,14 +157,36 @@ def history_panel(title: str, y_label: str, runs: list[list[float]], medians: li
     for i in range(0, n, step):
         out.append(f"<text x='{px(i):.1f}' y='{bottom + 16}' text-anchor='middle'>{i + 1}</text>")
     out += _axis_labels("run (oldest first)", y_label)
-    for i, samples in enumerate(runs):
-        out += [f"<circle cx='{px(i):.1f}' cy='{py(v):.1f}' r='1.6' fill='#888' "
-                "fill-opacity='0.5'/>" for v in samples if math.isfinite(v)]
+    for k, (b_lo, b_hi, colour, label) in enumerate(bands):
+        y_top = top if b_hi is None else max(top, min(bottom, py(b_hi)))
+        y_bottom = bottom if b_lo is None else max(top, min(bottom, py(b_lo)))
+        if y_bottom - y_top < 0.5:
+            continue
+        out.append(f"<rect x='{left}' y='{y_top:.1f}' width='{right - left}' "
+                   f"height='{y_bottom - y_top:.1f}' fill='{colour}' fill-opacity='0.15'/>"
+                   f"<text x='{right - 4}' y='{y_top + 12 + 12 * k:.1f}' text-anchor='end' "
+                   f"fill='{colour}'>{html.escape(label)}</text>")
     line = [(px(i), py(m)) for i, m in enumerate(medians) if math.isfinite(m)]
+    if compact:
+        # one path of round dots for all samples, one for the medians: a page
+        # of hundreds of plots stays a few kilobytes per plot
+        dots = "".join(f"M{px(i):.1f} {py(v):.1f}h0" for i, samples in enumerate(runs)
+                       for v in samples if math.isfinite(v))
+        out.append(f"<path d='{dots}' stroke='#888' stroke-opacity='0.5' stroke-width='3.2' "
+                   "stroke-linecap='round'/>")
+    else:
+        for i, samples in enumerate(runs):
+            out += [f"<circle cx='{px(i):.1f}' cy='{py(v):.1f}' r='1.6' fill='#888' "
+                    "fill-opacity='0.5'/>" for v in samples if math.isfinite(v)]
     if line:
         out.append("<polyline points='" + " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
                    + "' fill='none' stroke='#1f77b4' stroke-width='1.5'/>")
-        out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.5' fill='#1f77b4'/>" for x, y in line]
+        if compact:
+            out.append("<path d='" + "".join(f"M{x:.1f} {y:.1f}h0" for x, y in line)
+                       + "' stroke='#1f77b4' stroke-width='5' stroke-linecap='round'/>")
+        else:
+            out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.5' fill='#1f77b4'/>"
+                    for x, y in line]
     for index, label in change_at:
         x = px(index - 0.5)
         out.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top}' y2='{bottom}' "
@@ -171,4 +199,39 @@ def history_panel(title: str, y_label: str, runs: list[list[float]], medians: li
                        f"M{x - 5:.1f} {y + 5:.1f} L{x + 5:.1f} {y - 5:.1f}' stroke='#d62728' "
                        "stroke-width='2'/>")
     out.append("</svg>")
+    return "".join(out)
+
+
+def sparkline(medians: list[float], change_at: list[int], colour: str = "#1f77b4",
+              width: int = 120, height: int = 26) -> str:
+    """A figure's run medians as a small inline ``<svg>`` for a table row:
+    oldest run left, the last run a dot in ``colour`` (its outcome), change
+    points as red ticks before the run they start at. No axes: the value and
+    band columns beside it give the numbers."""
+    values = [v for v in medians if isinstance(v, int | float) and math.isfinite(v)]
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    if hi - lo < 1e-12 * max(1.0, abs(hi)):
+        lo, hi = lo - max(abs(lo), 1e-12) * 0.05, hi + max(abs(hi), 1e-12) * 0.05
+    n = len(medians)
+
+    def px(i: float) -> float:
+        return 3 + (i + 0.5) / n * (width - 6)
+
+    def py(v: float) -> float:
+        return height - 3 - (v - lo) / (hi - lo) * (height - 6)
+
+    out = [f"<svg class='spark' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} "
+           f"{height}' width='{width}' height='{height}'>"]
+    for i in change_at:
+        out.append(f"<line x1='{px(i - 0.5):.1f}' x2='{px(i - 0.5):.1f}' y1='0' y2='{height}' "
+                   "stroke='#d62728' stroke-width='1.5'/>")
+    pts = [(px(i), py(v)) for i, v in enumerate(medians)
+           if isinstance(v, int | float) and math.isfinite(v)]
+    if len(pts) > 1:
+        out.append("<polyline points='" + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+                   + "' fill='none' stroke='#555' stroke-width='1.2'/>")
+    x, y = pts[-1]
+    out.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.8' fill='{colour}'/></svg>")
     return "".join(out)

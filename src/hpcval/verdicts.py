@@ -12,7 +12,6 @@ is not accepted into later baselines until a person accepts it
 
 from __future__ import annotations
 
-import html
 import json
 import platform
 from collections.abc import Mapping
@@ -167,7 +166,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     except HpcvalError as err:
         judged.store_error = err
     judged.text = verdict_text(judged.verdicts) + _unmatched_text(site, settings, where)
-    judged.html_sections = [verdict_html(judged.verdicts), _moved_html(store, judged.verdicts)]
+    # the HTML report draws every figure's row and history from the store
+    # (hpcval.report.RunHistory): no section of its own here
     return judged
 
 
@@ -182,19 +182,6 @@ def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
                    for pattern in settings.unmatched(names))
 
 
-def _moved_html(store: Store, verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
-    """History plots of the figures whose verdict is not quiet (plotting every
-    figure is ``hpcval trend``'s job: it costs seconds)."""
-    from hpcval import trend
-
-    moved = [(k, v) for k, v, o, _ in verdicts if o not in QUIET]
-    if not moved:
-        return ""
-    histories = store.history_of(k for k, _ in moved)
-    points = [p for k, v in moved for p in histories.get((k, v), [])]
-    return trend.html_section(trend.build(points), "History of the figures that moved")
-
-
 def stored(site: Site, run_id: str, report: RunReport) -> Judged:
     """The verdicts stored with a run (for ``hpcval report``)."""
     path = _verdicts_file(site, run_id)
@@ -206,7 +193,6 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
         return judged
     judged.regressed = any(v[2] == "regressed" for v in judged.verdicts)
     judged.text = verdict_text(judged.verdicts)
-    judged.html_sections = [verdict_html(judged.verdicts)]
     return judged
 
 
@@ -252,26 +238,6 @@ def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
     out = "\nAgainst the site's history (docs/judging.md):\n"
     out += "".join(f"  {line}\n" for line in lines)
     return out + f"History verdicts: {summary}\n"
-
-
-def verdict_html(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
-    esc = html.escape
-    rows = []
-    for key, var, outcome, d in sorted(verdicts, key=lambda v: (v[2] in QUIET, v[0], v[1])):
-        cls = "FAIL" if outcome == "regressed" else ("PASS" if outcome == "pass" else "")
-        rows.append(
-            f"<tr><td>{esc(key)}</td><td>{esc(var)}</td>"
-            f"<td class='num'>{esc(_num(d.get('baseline_median')))}</td>"
-            f"<td class='num'>{esc(_num(d.get('current_median')))} {esc(d.get('unit', ''))}</td>"
-            f"<td class='num'>{esc(_pct(d.get('change')))}</td>"
-            f"<td class='num'>{esc(_pct(d.get('ci_low')))} .. {esc(_pct(d.get('ci_high')))}</td>"
-            f"<td class='num'>{esc(_num(d.get('p_adjusted', d.get('p_value'))))}</td>"
-            f"<td class='{cls}'>{esc(outcome)}</td><td>{esc(str(d.get('note', '')))}</td></tr>")
-    return ("<h2>Against the site's history</h2><p>Each figure against the same figure in "
-            "the site's last accepted runs (docs/judging.md).</p><table><tr><th>case</th>"
-            "<th>figure</th><th>baseline median</th><th>now</th><th>change</th>"
-            "<th>confidence interval</th><th>p (adjusted)</th><th>verdict</th><th>note</th>"
-            "</tr>" + "".join(rows) + "</table>")
 
 
 def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hpcval.errors import HpcvalError
-from hpcval.report import load_run_report, render_html, verdict_table, write_html
+from hpcval.report import load_run_report, num, render_html, verdict_table, write_html
 
 
 def run_report(tmp_path, testcases):
@@ -37,12 +37,41 @@ def test_verdict_names_failing_variable_value_and_bound(tmp_path):
     ])
     report = load_run_report(path)
     text = verdict_table(report)
+    lines = text.splitlines()
+    assert lines[0] == "RESULT: FAIL  2 failed, 0 regressed, 0 unstable of 2 figures"
     assert "lat_0B = 1.78 us is outside <= 0.001 (reference 0.001)" in text
-    assert "bw_4MiB   10,874 MB/s" in text and ">= 200.0" in text
     assert "sanity: IMB PingPong 1048576 B not measured: out-of-mem" in text
+    assert "Areas: mpi 3 cases, 2 figures (2 fail, 1 skipped)" in text
+    # no history yet to measure a spread: a floor 54x below the value is loose
+    assert "Loose contracts: 1 figure(s)" in text
+    # a passing figure is not listed on the terminal; the HTML report has every figure
+    assert "bw_4MiB" not in text
     assert text.rstrip().endswith("0 passed, 2 failed, 1 skipped: FAIL")
     html = render_html(report)
-    assert "<td class='FAIL'>FAIL</td>" in html and "out-of-mem" in html
+    assert "<b>bw_4MiB</b>" in html and ">10,900<" in html and ">&gt;= 200<" in html
+    assert "class='banner FAIL'" in html and "out-of-mem" in html
+
+
+def test_terminal_of_a_clean_run_is_a_few_lines(tmp_path):
+    """A clean run of 40 figures: the verdict, the counts per area, the
+    headline; no table."""
+    perf = {f"local:default:bw_{k}": [1000.0 + k, 900.0, -0.5, None, "MB/s", "pass"]
+            for k in range(20)}
+    path = run_report(tmp_path, [case("imb_pingpong_check %cache=warm", "pass", perf),
+                                 case("stream_check", "pass", perf)])
+    text = verdict_table(load_run_report(path))
+    assert text.splitlines() == [
+        "RESULT: PASS  40 figures: 40 pass",
+        "Areas: mpi 1 case, 20 figures; memory 1 case, 20 figures",
+        "2 passed, 0 failed, 0 skipped: PASS"]
+
+
+@pytest.mark.parametrize("value, text", [
+    (18698.0, "18,700"), (0.1283, "0.128"), (0.13, "0.13"), (912.4, "912"), (12.04, "12"),
+    (1234567.0, "1,230,000"), (-0.00001234, "-1.23e-05"), (0.0, "0"), (None, "-"),
+    (float("inf"), "inf")])
+def test_numbers_to_three_significant_digits(value, text):
+    assert num(value) == text
 
 
 def test_retried_case_counts_once_with_its_last_result(tmp_path):

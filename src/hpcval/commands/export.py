@@ -1,0 +1,66 @@
+"""``hpcval export``: a stored run in the OpenMetrics text format."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from hpcval.export import openmetrics
+from hpcval.fileio import os_fault
+from hpcval.site import Site
+from hpcval.store import Store
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="write a stored run's figures and verdicts as OpenMetrics text",
+        description="Write the figures, verdicts and provenance of a stored run (default: the "
+        "site's latest) in the OpenMetrics text format, for Prometheus, a Pushgateway or "
+        "node_exporter's textfile collector (docs/scheduling.md). With -o the file is "
+        "replaced atomically, so a collector never reads half of it.")
+    p.add_argument("--site", default="local")
+    p.add_argument("--run", metavar="RUN_ID", help="a stored run (default: the latest)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE",
+                   help="write to FILE (e.g. /var/lib/node_exporter/textfile/hpcval.prom) "
+                   "instead of standard output")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    site = Site.load(args.site)
+    text = openmetrics(Store(site.history_db), args.run)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_readable(args.output, text)
+    return 0
+
+
+def write_readable(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with a file others may read (mode 0644 less
+    the umask): node_exporter usually runs as its own user, and a temporary
+    file is 0600. The temporary file's name ends in ``.tmp``, which the textfile
+    collector (``*.prom``) never reads."""
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise os_fault(path, err, "writing the OpenMetrics export") from None
+    try:
+        os.fchmod(fd, 0o644 & ~umask)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise os_fault(path, err, "writing the OpenMetrics export") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
