@@ -65,8 +65,8 @@ BETTER = ("higher", "lower")
 MAD_TO_SD = 1.4826
 #: Variance of a sample median relative to the mean's, for normal data (pi/2).
 MEDIAN_EFFICIENCY = math.pi / 2
-#: A run whose median lies further than this many robust sds from its level is
-#: left out of the spread (one bad run must not widen every later interval).
+#: A run whose median lies further than this many sds of the other runs from its
+#: level is left out of the spread (one bad run must not widen every later interval).
 OUTLIER_SDS = 4.5
 #: Variance of log(MAD) of n normal samples is about this / n (the MAD's 37 %
 #: efficiency): the floor of the dispersion test's spread.
@@ -206,7 +206,7 @@ def pooled_spread(medians: Sequence[float], level_starts: Sequence[int] = ()
                   ) -> tuple[float, int, int]:
     """Run-to-run spread of ``medians`` (log run medians, oldest first): the sd of
     their deviations from the mean of their level (levels begin at
-    ``level_starts``), leaving out one run beyond ``OUTLIER_SDS`` robust sds
+    ``level_starts``), leaving out one run beyond ``OUTLIER_SDS`` sds of the others
     when there are at least 10. Returns ``(sd, degrees of freedom, runs used)``;
     ``(nan, 0, n)`` when no level has two runs."""
     x = np.asarray(medians, dtype=float)
@@ -217,9 +217,11 @@ def pooled_spread(medians: Sequence[float], level_starts: Sequence[int] = ()
     dev = np.concatenate([s - s.mean() for s in segments])
     df = dev.size - len(segments)
     if dev.size >= 10:
-        scale = _mad_sd(dev)
         worst = int(np.argmax(np.abs(dev)))
-        if scale > 0 and abs(dev[worst]) > OUTLIER_SDS * scale:
+        # the sd of the other runs (a MAD from few runs is too rough: it left out
+        # plain runs of normal data)
+        rest = (float(np.sum(dev * dev)) - float(dev[worst]) ** 2) / max(df - 1, 1)
+        if rest > 0 and abs(dev[worst]) > OUTLIER_SDS * math.sqrt(rest):
             # leave that run out and re-centre its level
             keep = np.ones(x.size, dtype=bool)
             owner = np.concatenate([np.arange(a, b) for a, b in zip(edges, edges[1:],
