@@ -153,9 +153,9 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                                                    starts)
                 where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
         results = judging.judge_run(figures, settings)
-        # a worse level held over the last runs, corrected across the run's figures
-        sustained = judging.sustained_run(
-            {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}, settings)
+        # a worse level held over the last runs: Page's CUSUM on each family's
+        # self-started scores (docs/judging.md)
+        sustained = _sustained(judging, figures, where, settings)
     except StoreError as err:
         judged.store_error = err
         return judged
@@ -166,13 +166,12 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
             cp = sustained.get(name)
             if cp is not None:
                 outcome = "regressed"
-                detail["note"] = (f"sustained: the level moved from {cp.before:.4g} to "
-                                  f"{cp.after:.4g} {unit} ({100 * cp.change:+.1f} %, Welch "
-                                  f"p = {cp.p_value:.2g}) over the last {cp.n_after} runs")
-                detail["sustained"] = {"index": cp.index, "before": cp.before,
-                                       "after": cp.after, "change": cp.change,
-                                       "p": cp.p_value, "p_value": cp.p_value,
-                                       "runs_after": cp.n_after, "runs": cp.n_after}
+                detail["note"] = (f"sustained: the level moved from {cp['before']:.4g} to "
+                                  f"{cp['after']:.4g} {unit} ({100 * cp['change']:+.1f} %) "
+                                  f"over the last {cp['runs_after']} runs (CUSUM "
+                                  f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
+                                  f"{cp['p']:.2g})")
+                detail["sustained"] = cp
         judged.verdicts.append((case_key, variable, outcome, detail))
     failing = FAILING if settings.unstable_fails else {"regressed"}
     judged.regressed = any(o in failing for _, _, o, _ in judged.verdicts)
@@ -193,6 +192,42 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     judged.text = verdict_text(judged.verdicts) + _unmatched_text(site, settings, where)
     judged.html_sections = [verdict_html(judged.verdicts), _moved_html(store, judged.verdicts)]
     return judged
+
+
+def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
+               settings: Any) -> dict[str, dict[str, Any]]:
+    """Figures of the families whose CUSUM is beyond its limit at this run, worse
+    by at least their threshold over the runs since the CUSUM left zero."""
+    import numpy as np
+
+    from hpcval.judging.changes import CUSUM_H, _welch_p
+
+    groups = judging.families(figures, settings)
+    medians = {name: _medians(w[3], w[4]) for name, w in where.items()}
+    flagged = judging.cusum_run({f"{case}\0{fam}": [(medians[k], where[k][5]) for k in keys]
+                                 for (case, fam), keys in groups.items()})
+    out: dict[str, dict[str, Any]] = {}
+    for (case, fam), keys in groups.items():
+        hit = flagged.get(f"{case}\0{fam}")
+        if hit is None:
+            continue
+        score, runs = hit
+        runs = max(runs, 1)
+        for key in keys:
+            logs = np.log(np.asarray(medians[key], dtype=float))
+            if logs.size <= runs + 1 or not np.all(np.isfinite(logs)):
+                continue
+            before, after = logs[:-runs], logs[-runs:]
+            change = float(np.expm1(after.mean() - before.mean()))
+            worse_by = -change if where[key][5] == "higher" else change
+            if worse_by < settings.for_figure(key).threshold:
+                continue
+            out[key] = {"index": int(logs.size - runs), "change": change,
+                        "p": _welch_p(before, after) if runs > 1 else float("nan"),
+                        "runs_after": runs, "before": float(np.exp(np.median(before))),
+                        "after": float(np.exp(np.median(after))), "cusum": score,
+                        "limit": CUSUM_H}
+    return out
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:

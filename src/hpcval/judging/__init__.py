@@ -8,7 +8,15 @@ ReFrame, no store). See docs/judging.md for the model and its measured rates.
     flagged = sustained_change(run_medians, "higher", settings, name="check/variable")
 """
 
-from hpcval.judging.changes import ChangePoint, change_points, sustained_change, sustained_run
+from hpcval.judging.changes import (
+    ChangePoint,
+    change_points,
+    cusum,
+    cusum_run,
+    cusum_scores,
+    sustained_change,
+    sustained_run,
+)
 from hpcval.judging.settings import JUDGING_FILE, FigureSettings, JudgingSettings
 from hpcval.judging.verdict import (
     OUTCOMES,
@@ -40,6 +48,9 @@ __all__ = [
     "families",
     "family_name",
     "change_points",
+    "cusum",
+    "cusum_run",
+    "cusum_scores",
     "holm",
     "holm_levels",
     "judge_figure",
