@@ -196,38 +196,9 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
                settings: Any) -> dict[str, dict[str, Any]]:
-    """Figures of the families whose CUSUM is beyond its limit at this run, worse
-    by at least their threshold over the runs since the CUSUM left zero."""
-    import numpy as np
-
-    from hpcval.judging.changes import CUSUM_H, _welch_p
-
-    groups = judging.families(figures, settings)
-    medians = {name: _medians(w[3], w[4]) for name, w in where.items()}
-    flagged = judging.cusum_run({f"{case}\0{fam}": [(medians[k], where[k][5]) for k in keys]
-                                 for (case, fam), keys in groups.items()})
-    out: dict[str, dict[str, Any]] = {}
-    for (case, fam), keys in groups.items():
-        hit = flagged.get(f"{case}\0{fam}")
-        if hit is None:
-            continue
-        score, runs = hit
-        runs = max(runs, 1)
-        for key in keys:
-            logs = np.log(np.asarray(medians[key], dtype=float))
-            if logs.size <= runs + 1 or not np.all(np.isfinite(logs)):
-                continue
-            before, after = logs[:-runs], logs[-runs:]
-            change = float(np.expm1(after.mean() - before.mean()))
-            worse_by = -change if where[key][5] == "higher" else change
-            if worse_by < settings.for_figure(key).threshold:
-                continue
-            out[key] = {"index": int(logs.size - runs), "change": change,
-                        "p": _welch_p(before, after) if runs > 1 else float("nan"),
-                        "runs_after": runs, "before": float(np.exp(np.median(before))),
-                        "after": float(np.exp(np.median(after))), "cusum": score,
-                        "limit": CUSUM_H}
-    return out
+    """Figures of the families whose CUSUM is beyond its limit at this run."""
+    medians = {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}
+    return judging.sustained_families(judging.families(figures, settings), medians, settings)
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:

@@ -24,14 +24,24 @@ def test_clean_runs_between_false_flags_are_at_least_100() -> None:
     assert watched / max(false, 1) >= 100
 
 
-def test_a_sustained_drop_of_1_4_sds_is_flagged_within_5_runs() -> None:
+def test_a_sustained_drop_of_1_4_sds_is_flagged_within_8_runs() -> None:
     rng = np.random.default_rng(2)
     hits = 0
     for _ in range(100):
         x = np.concatenate([rng.normal(0, 0.07, 15), rng.normal(np.log(0.9), 0.07, 8)])
         a = first_alarm(x)
-        hits += a is not None and 10 <= a < 15  # scores start at run 5: run 15 is index 10
-    assert hits >= 55  # h = 3: 67 of 100 on another seed (docs/judging.md)
+        hits += a is not None and 10 <= a < 18  # scores start at run 5: run 15 is index 10
+    assert hits >= 45
+
+
+def test_a_sustained_drop_of_3_sds_is_flagged_within_3_runs() -> None:
+    rng = np.random.default_rng(5)
+    hits = 0
+    for _ in range(100):
+        x = np.concatenate([rng.normal(0, 0.07, 15), rng.normal(np.log(0.8), 0.07, 3)])
+        a = first_alarm(x)
+        hits += a is not None and 10 <= a < 13
+    assert hits > 50  # measured 65 of 100 (h = 5)
 
 
 def test_improvements_do_not_flag() -> None:

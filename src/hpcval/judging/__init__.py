@@ -15,6 +15,7 @@ from hpcval.judging.changes import (
     cusum_run,
     cusum_scores,
     sustained_change,
+    sustained_families,
     sustained_run,
 )
 from hpcval.judging.settings import JUDGING_FILE, FigureSettings, JudgingSettings
@@ -24,6 +25,7 @@ from hpcval.judging.verdict import (
     FigureVerdict,
     Needed,
     adjust,
+    effective_figures,
     families,
     family_name,
     holm,
@@ -45,6 +47,7 @@ __all__ = [
     "JudgingSettings",
     "Needed",
     "adjust",
+    "effective_figures",
     "families",
     "family_name",
     "change_points",
@@ -59,5 +62,6 @@ __all__ = [
     "stouffer",
     "summarize",
     "sustained_change",
+    "sustained_families",
     "sustained_run",
 ]
