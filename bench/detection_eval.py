@@ -65,7 +65,7 @@ def median(xs: Sequence[float]) -> float:
 def judge(pools: Pools, baseline: Sequence[Run], current: Run,
           settings: JudgingSettings) -> dict[str, str]:
     data = {name: FigureData([b["figures"][name] for b in baseline], current["figures"][name],
-                             meta["better"])
+                             meta["better"], meta["unit"])
             for name, meta in pools.figures.items()}
     return {k: v.outcome for k, v in judge_run(data, settings).items()}
 
@@ -239,6 +239,221 @@ def replay_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: int
                 hits[name] += o == "regressed"
         out["detect"][drop] = {n: h / trials for n, h in hits.items()}
     return out
+
+
+# --------------------------------------------------------------------------- oracle
+def oracle(pools: Pools, level: Sequence[Run], current: Run, alpha: float = 0.05,
+           threshold: float = 0.05) -> dict[str, str]:
+    """The limit: the spread and the correlation known from all clean runs, the
+    level from the same last K runs, one test per family (Stouffer, the same
+    share with the smallest figure, Holm across families and within), normal
+    quantiles. Returns regressed / pass per figure."""
+    import numpy as np
+    from scipy import stats
+
+    from hpcval.judging import effective_figures, family_name, holm, holm_levels, stouffer
+    from hpcval.judging.verdict import MEAN_SHARE
+
+    names = list(pools.figures)
+    logs = {n: np.log([median(r["figures"][n]) for r in pools.clean]) for n in names}
+    sd = {n: float(np.std(v, ddof=1)) for n, v in logs.items()}
+    k = len(level)
+    p = {}
+    for n in names:
+        sign = -1.0 if pools.figures[n]["better"] == "higher" else 1.0
+        diff = np.log(median(current["figures"][n])) - np.mean(
+            [np.log(median(r["figures"][n])) for r in level])
+        p[n] = float(stats.norm.sf(sign * diff / (sd[n] * np.sqrt(1 + 1 / k))))
+    fams: dict[str, list[str]] = {}
+    for n, meta in pools.figures.items():
+        fams.setdefault(family_name(meta["unit"], meta["better"]), []).append(n)
+    fam_p = {}
+    for f, members in fams.items():
+        sign = np.array([1.0 if pools.figures[m]["better"] == "lower" else -1.0
+                         for m in members])
+        corr = np.corrcoef([logs[m] for m in members]) * np.outer(sign, sign) \
+            if len(members) > 1 else None
+        z = [float(stats.norm.isf(max(p[m], 1e-300))) for m in members]
+        pm = float(stats.norm.sf(stouffer(z, corr)))
+        share = MEAN_SHARE
+        fam_p[f] = p[members[0]] if len(members) == 1 else min(
+            1.0, pm / share, len(members) * min(p[m] for m in members) / (1 - share))
+    keys = list(fams)
+    adj = dict(zip(keys, holm([fam_p[f] for f in keys]), strict=True))
+    lv = dict(zip(keys, holm_levels([fam_p[f] for f in keys], alpha), strict=True))
+    out = dict.fromkeys(names, "pass")
+    for f, members in fams.items():
+        if adj[f] >= alpha:
+            continue
+        corr = np.corrcoef([logs[m] for m in members]) if len(members) > 1 else None
+        if corr is not None:
+            sign = np.array([1.0 if pools.figures[m]["better"] == "lower" else -1.0
+                             for m in members])
+            corr = corr * np.outer(sign, sign)
+        n_eff = effective_figures(len(members), corr)
+        within = dict(zip(members, holm_levels([p[m] for m in members], 1.0, n_eff),
+                          strict=True))
+        for m in members:
+            worse = 1 - median(current["figures"][m]) / np.exp(np.mean(
+                [np.log(median(r["figures"][m])) for r in level]))
+            if pools.figures[m]["better"] == "lower":
+                worse = -worse
+            if p[m] < lv[f] * within[m] and worse >= threshold:
+                out[m] = "regressed"
+    return out
+
+
+def against_oracle(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
+                   window: int) -> tuple[str, dict]:
+    """hpcval / oracle on the same draws: false regressed or unstable per clean run
+    (each clean run against the clean runs before it, cyclically; and random
+    replays), and single-run `regressed` per figure for each degraded level.
+    ``window``: accepted runs hpcval's spread may use (5: a new site)."""
+    rng = random.Random(seed)
+    k = settings.k
+    window = min(window, len(pools.clean) - 1)
+    bad = ("regressed", "unstable")
+    names = list(pools.figures)
+    res: dict = {"window": window}
+    fh = fo = 0
+    for run in pools.clean:
+        base = before(pools.clean, run, window)
+        fh += any(o in bad for o in judge(pools, base, run, settings).values())
+        fo += any(o == "regressed" for o in oracle(pools, base[-k:], run).values())
+    res["false_trials"] = (fh, fo, len(pools.clean))
+    rh = ro = 0
+    for _ in range(trials):
+        runs = rng.sample(pools.clean, window + 1)
+        rh += any(o in bad for o in judge(pools, runs[:-1], runs[-1], settings).values())
+        ro += any(o == "regressed" for o in oracle(pools, runs[:-1][-k:], runs[-1]).values())
+    res["false_replays"] = (rh / trials, ro / trials)
+    res["single"] = {}
+    for drop, pool in pools.degraded.items():
+        hits = {n: [0, 0] for n in names}
+        for run in pool:
+            base = before(pools.clean, run, window)
+            h = judge(pools, base, run, settings)
+            o = oracle(pools, base[-k:], run)
+            for n in names:
+                hits[n][0] += h[n] == "regressed"
+                hits[n][1] += o[n] == "regressed"
+        res["single"][drop] = (hits, len(pool))
+    lines = [f"hpcval / oracle, spread window {window} runs, K = {k}:", "",
+             "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    fh, fo, n = res["false_trials"]
+    lines.append(f"| clean runs with a false `regressed`/`unstable` (any figure) | "
+                 f"{fh}/{n} / {fo}/{n} (replays {res['false_replays'][0]:.1%} / "
+                 f"{res['false_replays'][1]:.1%}) |" + " |" * (len(names) - 1))
+    for drop, (hits, m) in res["single"].items():
+        lines.append(f"| -{drop} %: `regressed` on the run | "
+                     + " | ".join(f"{hits[x][0]}/{m} / {hits[x][1]}/{m}" for x in names) + " |")
+    return "\n".join(lines), res
+
+
+# --------------------------------------------------------------------------- sustained
+def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSettings,
+           rule: str, window: int) -> tuple[set[str], set[str]]:
+    """Figures flagged at ``run`` by the single-run verdicts (`regressed` or
+    `unstable`) and by the sustained rule ``rule`` ("cusum" or "pelt"), given the
+    accepted runs."""
+    from hpcval.judging import families, sustained_families
+
+    names = list(pools.figures)
+    base = accepted[-window:]
+    data = {n: FigureData([r["figures"][n] for r in base], run["figures"][n],
+                          pools.figures[n]["better"], pools.figures[n]["unit"]) for n in names}
+    verdicts = judge_run(data, settings)
+    single = {n for n, v in verdicts.items() if v.outcome in ("regressed", "unstable")}
+    medians = {n: ([median(r["figures"][n]) for r in accepted] + [median(run["figures"][n])],
+                   pools.figures[n]["better"]) for n in names}
+    if rule == "cusum":
+        rule_hits = set(sustained_families(families(data, settings), medians, settings))
+    else:
+        rule_hits = set(sustained_run(medians, settings))
+    return single, rule_hits
+
+
+def sustained_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
+                    rule: str, history_len: int = 12, steps: int = 8,
+                    window: int = 30) -> dict:
+    """Per level: trials (``history_len`` clean runs, then ``steps`` runs of the level
+    in random order) in which each figure is flagged within 5 runs; for clean runs
+    (level 0) the flags per 100 new runs per family (a flagged run is left out
+    of the accepted runs, as `hpcval validate` does)."""
+    from hpcval.judging import family_name
+
+    rng = random.Random(seed)
+    names = list(pools.figures)
+    fam = {n: family_name(pools.figures[n]["unit"], pools.figures[n]["better"])
+           for n in names}
+    out: dict = {}
+    for drop, pool in {0: pools.clean, **pools.degraded}.items():
+        within5 = dict.fromkeys(names, 0)
+        fam_flags = dict.fromkeys(set(fam.values()), 0)
+        rule_flags = dict.fromkeys(set(fam.values()), 0)
+        new_runs = 0
+        for _ in range(trials):
+            if drop == 0:
+                order = rng.sample(pools.clean, len(pools.clean))
+                history, new = order[:history_len], order[history_len:history_len + steps]
+            else:
+                history = rng.sample(pools.clean, history_len)
+                new = [rng.choice(pool) for _ in range(steps)]
+            accepted = list(history)
+            first: dict[str, int] = {}
+            for j, run in enumerate(new, start=1):
+                single, by_rule = _flags(pools, accepted, run, settings, rule, window)
+                hit = single | by_rule
+                new_runs += 1
+                for f in {fam[n] for n in hit}:
+                    fam_flags[f] += 1
+                for f in {fam[n] for n in by_rule - single}:
+                    rule_flags[f] += 1
+                for n in hit:
+                    first.setdefault(n, j)
+                if not hit:
+                    accepted.append(run)
+            for n in names:
+                within5[n] += n in first and first[n] <= 5
+        out[drop] = {"within5": within5, "trials": trials,
+                     "flags_per_100": {f: 100 * c / new_runs for f, c in fam_flags.items()},
+                     "rule_per_100": {f: 100 * c / new_runs for f, c in rule_flags.items()}}
+    return out
+
+
+def sustained_table(pools: Pools, settings: JudgingSettings, seed: int,
+                    replays: int) -> tuple[str, dict]:
+    names = list(pools.figures)
+    res = {rule: (sustained_rates(pools, settings, 10, seed, rule),
+                  sustained_rates(pools, settings, replays, seed + 1, rule))
+           for rule in ("cusum", "pelt")}
+    lines = ["sustained drops (12 clean runs, then 8 runs of one level; single-run verdicts "
+             "plus the sustained rule; CUSUM / PELT + Welch):", "",
+             "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for drop in res["cusum"][0]:
+        if drop == 0:
+            fams = res["cusum"][0][0]["flags_per_100"]
+            lines.append("| clean: flags per 100 runs per family (trials; replays) | " + "; ".join(
+                f"{f} {res['cusum'][0][0]['flags_per_100'][f]:.1f} / "
+                f"{res['pelt'][0][0]['flags_per_100'][f]:.1f} "
+                f"({res['cusum'][1][0]['flags_per_100'][f]:.1f} / "
+                f"{res['pelt'][1][0]['flags_per_100'][f]:.1f})" for f in sorted(fams))
+                + " |" + " |" * (len(names) - 1))
+            lines.append("| clean: flags of the sustained rule alone per 100 runs per family | "
+                         + "; ".join(
+                f"{f} {res['cusum'][0][0]['rule_per_100'][f]:.1f} / "
+                f"{res['pelt'][0][0]['rule_per_100'][f]:.1f} "
+                f"({res['cusum'][1][0]['rule_per_100'][f]:.1f} / "
+                f"{res['pelt'][1][0]['rule_per_100'][f]:.1f})" for f in sorted(fams))
+                + " |" + " |" * (len(names) - 1))
+            continue
+        cells = []
+        for n in names:
+            c10, p10 = (res[r][0][drop]["within5"][n] for r in ("cusum", "pelt"))
+            cr, pr = (res[r][1][drop]["within5"][n] / replays for r in ("cusum", "pelt"))
+            cells.append(f"{c10}/10 / {p10}/10 ({cr:.0%} / {pr:.0%})")
+        lines.append(f"| -{drop} %: flagged within 5 runs | " + " | ".join(cells) + " |")
+    return "\n".join(lines), res
 
 
 # --------------------------------------------------------------------------- noise
@@ -470,6 +685,17 @@ def main(args: argparse.Namespace) -> int:
     pools = load(args.data)
     settings = JudgingSettings(k=args.k, threshold=args.threshold, alpha=args.alpha,
                                correction=args.correction)
+    for window in (settings.k, 30):
+        text, _ = against_oracle(pools, settings, args.trials, args.seed, window)
+        print(text)
+        print()
+    if args.oracle_only:
+        return 0
+    text, _ = sustained_table(pools, settings, args.seed, args.replays)
+    print(text)
+    print()
+    if args.no_report:
+        return 0
     text, summary = report(pools, settings, args.trials, args.seed, args.history)
     print(text)
     if args.sensitivity:
@@ -493,6 +719,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=500)
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--json", help="also write the numbers here")
+    p.add_argument("--replays", type=int, default=100,
+                   help="random replays of the sustained trials")
+    p.add_argument("--no-report", action="store_true",
+                   help="only the hpcval / oracle and sustained tables")
+    p.add_argument("--oracle-only", action="store_true",
+                   help="only the hpcval / oracle tables")
     p.add_argument("--sensitivity", action="store_true",
                    help="also compare K = 5 / 10 and holm / bh by replays")
     return p

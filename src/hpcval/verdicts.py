@@ -13,6 +13,7 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
+import math
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,11 @@ from hpcval.store import HistoryPoint, Store, records_from_report, verdicts_path
 
 #: Outcomes that say nothing is wrong with a figure.
 QUIET = {"pass", "no-baseline"}
+#: Outcomes that fail the run (``unstable`` unless judging.yaml says
+#: ``unstable_fails: false``).
+FAILING = {"regressed", "unstable"}
+#: Outcomes with one terminal line per figure.
+LOUD = ("regressed", "unstable", "improved")
 
 
 @dataclass
@@ -57,6 +63,16 @@ def _verdicts_file(site: Site, run_id: str) -> Path:
     return verdicts_path(site.report_path(run_id))
 
 
+def window(points: list[HistoryPoint], n: int) -> tuple[list[list[float]], list[int]]:
+    """Samples of the last ``n`` accepted runs of one figure (oldest first: the
+    spread's window, the level from its last K) and the indexes where a new level
+    begins: a run judged ``regressed`` that a person accepted (``hpcval history
+    --accept``) starts one; the spread is pooled within levels."""
+    accepted = [p for p in points if p.accepted and p.measured and p.samples][-n:]
+    starts = [i for i, p in enumerate(accepted) if i > 0 and p.run_result == "regressed"]
+    return [p.samples for p in accepted], starts
+
+
 def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
     """Samples of the last ``k`` accepted runs of one figure (oldest first):
     runs not left out of baselines, in which the figure was measured (its case
@@ -74,7 +90,9 @@ def figure_name(case_key: str, variable: str) -> str:
 def _as_dict(v: Any, unit: str) -> dict[str, Any]:
     d = {k: getattr(v, k) for k in ("better", "baseline_median", "current_median", "change",
                                     "ci_low", "ci_high", "p_value", "p_adjusted", "note",
-                                    "threshold", "baseline_runs", "samples")}
+                                    "threshold", "baseline_runs", "samples", "family",
+                                    "spread", "spread_runs", "level_runs", "dispersion",
+                                    "ci_level")}
     d["unit"] = unit
     if v.needed is not None:
         d["needed"] = v.needed._asdict()
@@ -129,13 +147,14 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                 name = figure_name(case.key, fig.variable)
                 fs = settings.for_figure(name)
                 hist = histories.get((case.key, fig.variable), [])
-                figures[name] = judging.FigureData(baselines(hist, fs.k), fig.samples,
-                                                   fig.better)
+                runs, starts = window(hist, max(fs.spread_runs, fs.k))
+                figures[name] = judging.FigureData(runs, fig.samples, fig.better, fig.unit,
+                                                   starts)
                 where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
         results = judging.judge_run(figures, settings)
-        # a worse level held over the last runs, corrected across the run's figures
-        sustained = judging.sustained_run(
-            {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}, settings)
+        # a worse level held over the last runs: Page's CUSUM on each family's
+        # self-started scores (docs/judging.md)
+        sustained = _sustained(judging, figures, where, settings)
     except StoreError as err:
         judged.store_error = err
         return judged
@@ -146,15 +165,19 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
             cp = sustained.get(name)
             if cp is not None:
                 outcome = "regressed"
-                detail["note"] = (f"sustained: the level moved from {cp.before:.4g} to "
-                                  f"{cp.after:.4g} {unit} ({100 * cp.change:+.1f} %, Welch "
-                                  f"p = {cp.p_value:.2g}) over the last {cp.n_after} runs")
-                detail["sustained"] = {"index": cp.index, "before": cp.before,
-                                       "after": cp.after, "change": cp.change,
-                                       "p_value": cp.p_value, "runs": cp.n_after}
+                detail["note"] = (f"sustained: the level moved from {cp['before']:.4g} to "
+                                  f"{cp['after']:.4g} {unit} ({100 * cp['change']:+.1f} %) "
+                                  f"over the last {cp['runs_after']} runs (CUSUM "
+                                  f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
+                                  f"{cp['p']:.2g})")
+                detail["sustained"] = cp
         judged.verdicts.append((case_key, variable, outcome, detail))
-    judged.regressed = any(o == "regressed" for _, _, o, _ in judged.verdicts)
-    result = "regressed" if judged.regressed else run.result
+    failing = FAILING if settings.unstable_fails else {"regressed"}
+    judged.regressed = any(o in failing for _, _, o, _ in judged.verdicts)
+    result = run.result
+    if judged.regressed:
+        result = ("regressed" if any(o == "regressed" for _, _, o, _ in judged.verdicts)
+                  else "unstable")
     try:
         store.set_verdicts(run_id, judged.verdicts, result,
                            accepted=run.accepted and not judged.regressed)
@@ -169,6 +192,13 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     # the HTML report draws every figure's row and history from the store
     # (hpcval.report.RunHistory): no section of its own here
     return judged
+
+
+def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
+               settings: Any) -> dict[str, dict[str, Any]]:
+    """Figures of the families whose CUSUM is beyond its limit at this run."""
+    medians = {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}
+    return judging.sustained_families(judging.families(figures, settings), medians, settings)
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
@@ -191,12 +221,13 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
         judged.verdicts = [tuple(v) for v in data.get("verdicts", [])]  # type: ignore[misc]
     except (OSError, ValueError):
         return judged
-    judged.regressed = any(v[2] == "regressed" for v in judged.verdicts)
+    judged.regressed = any(v[2] == "regressed" for v in judged.verdicts) or (
+        data.get("result") == "unstable")
     judged.text = verdict_text(judged.verdicts)
     return judged
 
 
-def _num(v: Any) -> str:
+def _num(v: Any) -> str:  # the HTML table's numbers (report.py takes them over)
     if not isinstance(v, int | float):
         return "-"
     mag = abs(v)
@@ -207,37 +238,98 @@ def _pct(v: Any) -> str:
     return f"{100 * v:+.1f} %" if isinstance(v, int | float) else "-"
 
 
+def sig3(v: Any) -> str:
+    """A number to 3 significant digits with thousands separators (18,700; 1.41)."""
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+        return "-"
+    if v == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(v)))
+    decimals = max(0, 2 - mag)
+    rounded = round(v, 2 - mag)
+    if rounded != 0 and math.floor(math.log10(abs(rounded))) > mag:  # 9.996 -> 10.0
+        decimals = max(0, decimals - 1)
+    return f"{rounded:,.{decimals}f}"
+
+
+def _signed(v: float) -> str:
+    """A relative change as a signed percentage, 3 significant digits (-24.6)."""
+    return ("+" if v >= 0 else "-") + sig3(abs(100 * v))
+
+
+def _level(v: Any) -> str:
+    text = sig3(100 * v) if isinstance(v, int | float) else "-"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> str:
-    """One line a person reads: what changed, by how much, how sure."""
+    """One line a person reads: what changed, by how much, how sure, which family."""
     unit = d.get("unit", "")
-    text = (f"{outcome.upper()} {case_key} {variable}: baseline median "
-            f"{_num(d.get('baseline_median'))} {unit}, now {_num(d.get('current_median'))} "
-            f"{unit}".rstrip())
-    if d.get("change") is not None:
-        text += f", change {_pct(d.get('change'))}"
-        if d.get("ci_low") is not None and d.get("ci_high") is not None:
-            text += f" [CI {_pct(d['ci_low'])} .. {_pct(d['ci_high'])}]"
-    if d.get("p_value") is not None:
-        text += f", p = {d['p_value']:.2g}"
-        if d.get("p_adjusted") is not None:
-            text += f" (adjusted {d['p_adjusted']:.2g})"
-    if d.get("note"):
-        text += f"; {d['note']}"
+    text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
+            f"{sig3(d.get('current_median'))} {unit}".rstrip())
+    if outcome == "unstable" and d.get("dispersion"):
+        disp = d["dispersion"]
+        text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
+                 f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
+    if isinstance(d.get("change"), int | float):
+        text += f", {_signed(d['change'])} %"
+        if isinstance(d.get("ci_low"), int | float) and isinstance(d.get("ci_high"), int | float):
+            text += f" [{_signed(d['ci_low'])} .. {_signed(d['ci_high'])}]"
+            if isinstance(d.get("ci_level"), int | float):
+                text += f" ({_level(d['ci_level'])} %)"
+    if d.get("family"):
+        text += f", family {d['family']}"
+    p = d.get("p_adjusted", d.get("p_value"))
+    if isinstance(p, int | float):
+        text += f", p={p:.2g}"
+    if d.get("sustained"):
+        text += f"; {d.get('note', '')}"
     return text
 
 
+def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -> str:
+    """One line per check with inconclusive figures, with the one action that
+    resolves them: a few more runs (the sustained rule judges them together) when
+    that is at most 5, else the threshold one run can resolve at this noise."""
+    names = ", ".join(v for v, _ in items)
+    worse = [abs(d["change"]) for _, d in items if isinstance(d.get("change"), int | float)]
+    span = (f"{sig3(100 * min(worse))}-{sig3(100 * max(worse))} %" if len(worse) > 1
+            else f"{sig3(100 * worse[0])} %" if worse else "beyond the threshold")
+    needed = [d.get("needed") or {} for _, d in items]
+    runs = [n.get("runs") for n in needed]
+    if runs and all(isinstance(r, int) for r in runs) and max(runs) <= 5:
+        action = (f"{max(runs)} more runs at this level resolve it (the sustained rule "
+                  "judges them together)")
+    else:
+        thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
+        action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
+                  "run resolves at this noise)" if thr
+                  else "raise the threshold in judging.yaml")
+    count = f"{len(items)} figure{'s' if len(items) > 1 else ''}"
+    return (f"INCONCLUSIVE {case_key}: {count} ({names}) worse by {span} within the noise; "
+            f"{action}")
+
+
 def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+    """The history verdicts a person reads after ReFrame's log (docs/judging.md):
+    one line per regressed, unstable or improved figure, one per check with
+    inconclusive figures, then one line of counts (the only line on a clean run)."""
     if not verdicts:
         return ""
     counts: dict[str, int] = {}
     for _, _, outcome, _ in verdicts:
         counts[outcome] = counts.get(outcome, 0) + 1
-    order = ["regressed", "warn", "inconclusive", "improved", "pass", "no-baseline"]
+    order = ["regressed", "unstable", "improved", "warn", "inconclusive", "pass", "no-baseline"]
     summary = ", ".join(f"{counts[o]} {o}" for o in order if o in counts)
-    lines = [describe(k, v, o, d) for k, v, o, d in verdicts if o not in QUIET]
-    out = "\nAgainst the site's history (docs/judging.md):\n"
-    out += "".join(f"  {line}\n" for line in lines)
-    return out + f"History verdicts: {summary}\n"
+    lines = [describe(k, v, o, d) for o_want in LOUD
+             for k, v, o, d in verdicts if o == o_want]
+    pending: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for k, v, o, d in verdicts:
+        if o == "inconclusive":
+            pending.setdefault(k, []).append((v, d))
+    lines += [_inconclusive_line(k, items) for k, items in pending.items()]
+    return "".join(f"{line}\n" for line in lines) + \
+        f"History verdicts: {summary} (docs/judging.md)\n"
 
 
 def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:

@@ -8,7 +8,16 @@ ReFrame, no store). See docs/judging.md for the model and its measured rates.
     flagged = sustained_change(run_medians, "higher", settings, name="check/variable")
 """
 
-from hpcval.judging.changes import ChangePoint, change_points, sustained_change, sustained_run
+from hpcval.judging.changes import (
+    ChangePoint,
+    change_points,
+    cusum,
+    cusum_run,
+    cusum_scores,
+    sustained_change,
+    sustained_families,
+    sustained_run,
+)
 from hpcval.judging.settings import JUDGING_FILE, FigureSettings, JudgingSettings
 from hpcval.judging.verdict import (
     OUTCOMES,
@@ -16,9 +25,15 @@ from hpcval.judging.verdict import (
     FigureVerdict,
     Needed,
     adjust,
+    effective_figures,
+    families,
+    family_name,
     holm,
+    holm_levels,
     judge_figure,
     judge_run,
+    pooled_spread,
+    stouffer,
     summarize,
 )
 
@@ -32,11 +47,21 @@ __all__ = [
     "JudgingSettings",
     "Needed",
     "adjust",
+    "effective_figures",
+    "families",
+    "family_name",
     "change_points",
+    "cusum",
+    "cusum_run",
+    "cusum_scores",
     "holm",
+    "holm_levels",
     "judge_figure",
     "judge_run",
+    "pooled_spread",
+    "stouffer",
     "summarize",
     "sustained_change",
+    "sustained_families",
     "sustained_run",
 ]

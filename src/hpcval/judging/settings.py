@@ -7,6 +7,11 @@
     alpha: 0.05          # false-alarm level per run (family-wise with holm)
     correction: holm     # holm (family-wise) or bh (false discovery rate)
     min_spread: 0.005    # floor of the run-to-run spread (log scale, ~0.5 %)
+    spread_runs: 30      # accepted runs the run-to-run spread is estimated from
+    unstable: 3          # within-run spread grown by this factor (and significantly): unstable
+    unstable_fails: true # an `unstable` figure fails the run like `regressed`
+    families:            # figures judged together (one test), by glob; first match wins
+      network: ["imb_pingpong_*/bw_*", "imb_pingpong_*/lat_64KiB"]
     figures:             # overrides by glob on "<check>/<variable>", first match wins
       "imb_pingpong_*/lat_*": {threshold: 25%}
       "*/bw_4MiB": {k: 10}
@@ -29,8 +34,8 @@ from hpcval.errors import InputError
 JUDGING_FILE = "judging.yaml"
 CORRECTIONS = ("holm", "bh")
 #: Keys that may appear at the top level and (except ``correction``) per figure.
-FIGURE_KEYS = ("k", "threshold", "alpha", "min_spread")
-TOP_KEYS = (*FIGURE_KEYS, "correction", "figures")
+FIGURE_KEYS = ("k", "threshold", "alpha", "min_spread", "spread_runs", "unstable")
+TOP_KEYS = (*FIGURE_KEYS, "correction", "unstable_fails", "families", "figures")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class FigureSettings:
     threshold: float = 0.05
     alpha: float = 0.05
     min_spread: float = 0.005
+    spread_runs: int = 30
+    unstable: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -52,12 +59,25 @@ class JudgingSettings:
     alpha: float = 0.05
     correction: str = "holm"
     min_spread: float = 0.005
+    spread_runs: int = 30
+    unstable: float = 3.0
+    unstable_fails: bool = True
     #: ``(glob on "check/variable", overrides)``, first match wins
     overrides: tuple[tuple[str, Mapping[str, float]], ...] = field(default_factory=tuple)
+    #: ``(family name, globs)``: figures judged together; first match wins
+    families: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
+
+    def family_of(self, key: str) -> str | None:
+        """The family ``judging.yaml`` puts figure ``key`` in, or ``None`` (default grouping)."""
+        for name, globs in self.families:
+            if any(fnmatch.fnmatchcase(key, g) for g in globs):
+                return name
+        return None
 
     def for_figure(self, key: str) -> FigureSettings:
         """Settings of figure ``key`` (``"<check>/<variable>"``)."""
-        base = FigureSettings(self.k, self.threshold, self.alpha, self.min_spread)
+        base = FigureSettings(self.k, self.threshold, self.alpha, self.min_spread,
+                              self.spread_runs, self.unstable)
         for pattern, values in self.overrides:
             if fnmatch.fnmatchcase(key, pattern):
                 return replace(base, **values)
@@ -66,7 +86,8 @@ class JudgingSettings:
     def unmatched(self, names: Iterable[str]) -> list[str]:
         """The ``figures:`` globs that match none of ``names``."""
         names = list(names)
-        return [pattern for pattern, _ in self.overrides
+        patterns = [p for p, _ in self.overrides] + [g for _, gs in self.families for g in gs]
+        return [pattern for pattern in patterns
                 if not any(fnmatch.fnmatchcase(n, pattern) for n in names)]
 
     @classmethod
@@ -120,7 +141,30 @@ class JudgingSettings:
                 raise InputError(f"{source}: {key}: {bad[0]}: unknown figure setting; "
                                  f"use one of {', '.join(FIGURE_KEYS)}")
             overrides.append((pattern, _figure_values(entry, source, f"{key}: ")))
-        return cls(correction=correction, overrides=tuple(overrides), **values)
+        fails = data.get("unstable_fails", True)
+        if not isinstance(fails, bool):
+            raise InputError(f"{source}: unstable_fails: '{_shown(fails)}' must be true or false")
+        return cls(correction=correction, overrides=tuple(overrides),
+                   families=_families(data.get("families"), source), unstable_fails=fails,
+                   **values)
+
+
+def _families(raw: Any, source: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if raw is None:
+        return ()
+    usage = ("expected a mapping of family names to lists of '<check>/<variable>' globs, "
+             "e.g. network: ['imb_pingpong_*/bw_*']")
+    if not isinstance(raw, Mapping):
+        raise InputError(f"{source}: families: {usage}")
+    out = []
+    for name, globs in raw.items():
+        if isinstance(globs, str):
+            globs = [globs]
+        if (not isinstance(name, str) or not name or not isinstance(globs, list) or not globs
+                or not all(isinstance(g, str) and "/" in g for g in globs)):
+            raise InputError(f"{source}: families: {_shown(name)}: {usage}")
+        out.append((name, tuple(globs)))
+    return tuple(out)
 
 
 def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[str, Any]:
@@ -132,6 +176,20 @@ def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[st
             raise InputError(f"{source}: {prefix}k: '{_shown(k)}' must be a whole number of "
                              f"runs{quoted} from 2 to 1000 (the run-to-run spread needs 2)")
         out["k"] = k
+    if "spread_runs" in data:
+        n = data["spread_runs"]
+        if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1000:
+            raise InputError(f"{source}: {prefix}spread_runs: '{_shown(n)}' must be a whole "
+                             "number of runs from 2 to 1000 (the window of the run-to-run "
+                             "spread; 30 by default)")
+        out["spread_runs"] = n
+    if "unstable" in data:
+        f = data["unstable"]
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (f == 0 or f >= 1):
+            raise InputError(f"{source}: {prefix}unstable: '{_shown(f)}' must be a factor of at "
+                             "least 1 such as 3 (within-run spread grown 3x), or 0 to judge no "
+                             "stability")
+        out["unstable"] = float(f)
     for name, low, high in (("threshold", 0.0, 1.0), ("alpha", 0.0, 0.5),
                             ("min_spread", 0.0, 1.0)):
         if name in data:
