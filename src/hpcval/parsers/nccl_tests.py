@@ -2,11 +2,11 @@
 
 The output names the run, the devices (one ``#  Rank N ... on HOST device D
 [BUS] NAME`` line per rank), then one row per message size with an
-out-of-place and an in-place half::
+out-of-place and an in-place half (here cut after the out-of-place half)::
 
-    #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-    #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-       8589934592    2147483648     float     sum      -1    47535  180.71  338.82      0    47743  179.92  337.35      0
+    #       size         count      type   redop    root     time   algbw   busbw #wrong ...
+    #        (B)    (elements)                               (us)  (GB/s)  (GB/s)        ...
+       8589934592    2147483648     float     sum      -1    47535  180.71  338.82      0 ...
     # Out of bounds values : 0 OK
     # Avg bus bandwidth    : 70.742
 

@@ -336,7 +336,7 @@ def parse_query_csv(text: str, source: str = "nvidia-smi --query-gpu output") ->
             raise ParseError(f"{source}: line {number}: {len(row)} values for {len(fields)} "
                              "fields: a cut or wrapped row")
         values: dict[str, str | None] = {}
-        for name, cell in zip(fields, row):
+        for name, cell in zip(fields, row, strict=True):
             value = cell.strip()
             unit = units.get(name)
             if unit and value.endswith(unit):
