@@ -241,9 +241,12 @@ def load_expectations(path: str | Path) -> dict[str, Any]:
     data = load_yaml_bounded(raw, str(path), error) or {}
     if not isinstance(data, dict):
         raise SiteError(f"{path}: must map setting names to expected values")
+    from hpcval.gpu_audit import SETTINGS as GPU_SETTINGS  # gpu.* keys: the GPU audit's
+
     for name, expect in data.items():
-        if name not in SETTINGS:
-            raise SiteError(f"{path}: {name}: unknown setting (known: {', '.join(SETTINGS)})")
+        if name not in SETTINGS and name not in GPU_SETTINGS:
+            raise SiteError(f"{path}: {name}: unknown setting (known: {', '.join(SETTINGS)}; "
+                            f"GPU: {', '.join(GPU_SETTINGS)})")
         if isinstance(expect, dict):
             unknown = set(expect) - {"min", "max", "one_of"}
             if unknown or not expect:

@@ -163,6 +163,11 @@ def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None
     judge_nodes(verdict, measure.NodeSamples(figures=result["node_samples"],
                                              audit=result.get("audit", {})),
                 settings, references or {})
+    if result.get("gpu_samples") or result.get("gpu_node_samples"):
+        from hpcval.vet.gpu import judge_gpus  # GPU partitions only
+
+        judge_gpus(verdict, result.get("gpu_samples", {}), result.get("gpu_node_samples", {}),
+                   settings)
     return verdict
 
 
