@@ -136,6 +136,18 @@ void copies(const Options &o) {
   if (peer) cudaFree(peer);
 }
 
+// Pseudo-random operands in [-1, 1): a GEMM of zeros draws less power and
+// would hide a power cap that slows a GEMM of real data.
+template <typename T>
+__global__ void fill(T *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    unsigned x = unsigned(i) * 2654435761u ^ seed;
+    x ^= x >> 16; x *= 2246822519u; x ^= x >> 13;
+    p[i] = T(x) / T(2147483648.0) - T(1);
+  }
+}
+
 template <typename T>
 void gemm(const Options &o) {
   size_t elems = size_t(o.n) * size_t(o.n);
@@ -143,8 +155,10 @@ void gemm(const Options &o) {
   check(cudaMalloc(&a, elems * sizeof(T)), "cudaMalloc A");
   check(cudaMalloc(&b, elems * sizeof(T)), "cudaMalloc B");
   check(cudaMalloc(&c, elems * sizeof(T)), "cudaMalloc C");
-  check(cudaMemset(a, 0, elems * sizeof(T)), "cudaMemset");
-  check(cudaMemset(b, 0, elems * sizeof(T)), "cudaMemset");
+  fill<T><<<1024, 256>>>(a, elems, 1u);
+  fill<T><<<1024, 256>>>(b, elems, 2u);
+  check(cudaGetLastError(), "fill kernel");
+  check(cudaDeviceSynchronize(), "fill kernel");
   cublasHandle_t h;
   check_blas(cublasCreate(&h), "cublasCreate");
   const T one = 1, zero = 0;
