@@ -6,8 +6,11 @@ the skips and their reasons, the GPU audit failing where ``nvidia-smi`` is
 absent, and the BabelStream check's whole path (one run per GPU and sample,
 its output files, parsing, the slowest GPU's samples as the figure, a series
 per GPU) with ``cuda-stream`` replaced by a script that prints recorded
-BabelStream outputs of real A100 runs (tests/data/gpu/babelstream): the
-replay stands in for the GPU, not for hpcval. Nothing here measured a GPU.
+BabelStream outputs of real A100 runs (tests/data/gpu/babelstream); likewise
+the NCCL check on a recorded 16 x H100 ``all_reduce_perf`` run, and the gpubench
+pair check on lines constructed in gpubench's own format (it has never run on
+a GPU). The replays stand in for the GPU, not for hpcval. Nothing here
+measured a GPU.
 """
 
 from __future__ import annotations
@@ -50,14 +53,7 @@ def listed(out: str) -> set[str]:
 @pytest.fixture
 def gpu_checkout(tmp_path: Path) -> Path:
     """A checkout whose site ``gpusite`` was made from a recorded 4x H200 query."""
-    root = tmp_path / "hpcval"
-    (root / "site-configs").mkdir(parents=True)
-    (root / "environments").mkdir()
-    for name in ("reframe-checks", "proxies"):
-        (root / name).symlink_to(ROOT / name)
-    new_site("gpusite", root=root, scheduler="local",
-             gpus=read_query(DATA / "nvidia-smi-csv" / "h200-x4-memory.csv"))
-    return root
+    return _gpu_site(tmp_path, (DATA / "nvidia-smi-csv" / "h200-x4-memory.csv").read_text())
 
 
 def test_the_local_site_gets_no_gpu_case() -> None:
@@ -144,3 +140,91 @@ def test_babelstream_check_refuses_arrays_of_another_size(gpu_checkout: Path,
                   "-S", "samples=1", env={"HPCVAL_GPU_DIR": str(replay), "HPCVAL_RECORD": "1"})
     assert ran.returncode != 0
     assert "BabelStream ran arrays of 268.4 MB, 1073.7 MB asked for" in ran.stdout
+
+
+def _replay_program(tmp_path: Path, name: str, text: str) -> Path:
+    bin_dir = tmp_path / f"replay-{name}"
+    bin_dir.mkdir()
+    (bin_dir / "output.txt").write_text(text)
+    script = bin_dir / name
+    script.write_text('#!/bin/sh\ncat "$(dirname "$0")/output.txt"\n')
+    script.chmod(0o755)
+    return bin_dir
+
+
+def test_nccl_check_on_a_recorded_h100_run(tmp_path: Path) -> None:
+    recorded = (DATA / "nccl-tests" / "all_reduce_perf-h100x16-2nodes.txt").read_text()
+    replay = _replay_program(tmp_path, "all_reduce_perf", recorded)
+    env = {"HPCVAL_GPU_DIR": str(replay), "HPCVAL_RECORD": "1"}
+    # the recorded run spans 16 GPUs: on a 4-GPU partition the count is wrong
+    four = tmp_path / "four"
+    four.mkdir()
+    root4 = _gpu_site(four, (DATA / "nvidia-smi-csv" / "h200-x4-memory.csv").read_text())
+    ran = reframe(root4, "gpusite", "-r", "-n", "nccl_allreduce_check", "-S", "samples=2",
+                  env=env)
+    assert ran.returncode != 0
+    assert "all_reduce_perf ran on 16 GPU(s), the node has 4" in ran.stdout
+    # a partition declaring 16 GPUs (a query written here, not recorded) takes the figure
+    query = "index, name, memory.total [MiB]\n" + "".join(
+        f"{i}, NVIDIA H100 80GB HBM3, 81559 MiB\n" for i in range(16))
+    sixteen = tmp_path / "sixteen"
+    sixteen.mkdir()
+    root16 = _gpu_site(sixteen, query)
+    ran = reframe(root16, "gpusite", "-r", "-n", "nccl_allreduce_check", "-S", "samples=2",
+                  env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (samples_file,) = (root16 / "var").rglob("hpcval-samples.json")
+    samples = json.loads(samples_file.read_text())
+    assert samples["busbw_1GiB"]["samples"] == [297.86, 297.86]  # out of place, 1 GiB row
+    assert samples["busbw_1GiB"]["unit"] == "GB/s"
+
+
+def _gpu_site(parent: Path, query: str) -> Path:
+    root = parent / "hpcval"
+    (root / "site-configs").mkdir(parents=True)
+    (root / "environments").mkdir()
+    for name in ("reframe-checks", "proxies"):
+        (root / name).symlink_to(ROOT / name)
+    csv = parent / "gpus.csv"
+    csv.write_text(query)
+    new_site("gpusite", root=root, scheduler="local", gpus=read_query(csv))
+    return root
+
+
+# gpubench has never run on a GPU: its lines here are constructed in the format
+# proxies/gpubench/gpubench.cu prints (tests/unit/test_gpubench_parser.py checks
+# that format against the source). The script answers each run's arguments.
+GPUBENCH = """#!/bin/sh
+# gpubench MODE --device D [--peer P] [--reps R] ...: R lines from rates.txt
+mode=$1; shift; peer=-1; reps=1
+while [ $# -gt 1 ]; do
+  case $1 in --device) dev=$2;; --peer) peer=$2;; --reps) reps=$2;; esac; shift 2
+done
+rate=$(awk -v k="$mode:$dev:$peer" '$1 == k {print $2}' "$(dirname "$0")/rates.txt")
+i=1
+while [ $i -le "$reps" ]; do
+  echo "hpcval-gpubench mode=$mode device=$dev peer=$peer size=268435456 rep=$i" \
+       "value=$rate unit=GB/s"
+  i=$((i + 1))
+done
+echo "hpcval-gpubench done mode=$mode"
+"""
+
+
+def test_gpubench_p2p_check_judges_the_slowest_pair(gpu_checkout: Path,
+                                                    tmp_path: Path) -> None:
+    bin_dir = tmp_path / "gpubench"
+    bin_dir.mkdir()
+    (bin_dir / "gpubench").write_text(GPUBENCH)
+    (bin_dir / "gpubench").chmod(0o755)
+    rates = [f"p2p:{s}:{d} {'40.5' if (s, d) == (2, 1) else '310'}"
+             for s in range(4) for d in range(4) if s != d]
+    (bin_dir / "rates.txt").write_text("\n".join(rates) + "\n")
+    ran = reframe(gpu_checkout, "gpusite", "-r", "-n", "gpubench_p2p_check", "-S", "samples=4",
+                  env={"HPCVAL_GPU_DIR": str(bin_dir), "HPCVAL_RECORD": "1"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (samples_file,) = (gpu_checkout / "var").rglob("hpcval-samples.json")
+    assert json.loads(samples_file.read_text())["p2p_bw"]["samples"] == [40.5] * 4
+    (series,) = [p for p in samples_file.parent.iterdir() if "series" in p.name]
+    points = json.dumps(json.loads(series.read_text()))
+    assert "GPU pair" in points and "[9.0, 40.5]" in points  # pair 2 -> 1 is 2 * 4 + 1

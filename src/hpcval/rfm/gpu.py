@@ -295,6 +295,12 @@ class NcclAllReduceBase(GpuBase):
     @sanity_function
     def complete(self) -> bool:
         results = self.results()
+        for result in results:
+            # a GPU hidden from the job (CUDA_VISIBLE_DEVICES, a GPU fallen off the bus)
+            if result.devices and len(result.devices) != self.gpu_count:
+                raise SanityError(f"{result.source}: all_reduce_perf ran on "
+                                  f"{len(result.devices)} GPU(s), the node has "
+                                  f"{self.gpu_count} (partition devices)")
         first = results[0]
         self.record_series(f"all_reduce_perf busbw, {self.gpu_count} GPUs "
                            f"(median of {len(results)})", "message size", "B",
