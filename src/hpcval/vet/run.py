@@ -118,7 +118,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         "environ": site.env_name, "job_id": job_id, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(wall, 1), "jobs": 1,
-        "steps": camp.steps + len(nodes) * (1 + 2 * opts.settings.samples),
+        "steps": camp.steps + len(nodes) * (1 + 2 * opts.settings.samples + int(site.gpus)),
         "rounds": len(camp.rounds), "follow_up_rounds": len(camp.follow_up_rounds),
         "schedule": [[list(p) for p in r] for r in camp.rounds + camp.follow_up_rounds],
         "cpu_seconds_machine": round(_cpu_busy() - cpu0, 1),
