@@ -5,6 +5,8 @@ GPU is pretended to run)."""
 from __future__ import annotations
 
 import runpy
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,13 @@ def test_babelstream_arrays_beat_the_l2_and_fit_the_memory() -> None:
     assert 4 * ASSUMED_L2_BYTES <= GiB
     with pytest.raises(InputError, match="do not fit in half of the device memory"):
         babelstream_array_elements(2 * GiB, 256 << 20)
+
+
+def test_a_program_built_with_cuda_is_told_from_one_without() -> None:
+    from hpcval.rfm.gpu import links_cuda
+
+    imb_gpu = Path(sys.executable).parent / "IMB-MPI1-GPU"  # Intel MPI wheel, CUDA-enabled
+    if imb_gpu.is_file():
+        assert links_cuda(str(imb_gpu))
+    assert not links_cuda(shutil.which("ls") or "/bin/ls")
+    assert not links_cuda("/nonexistent/osu_bw")

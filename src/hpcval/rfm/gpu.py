@@ -17,7 +17,6 @@ pairs), so the report and ``hpcval vet`` can name which one.
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -317,10 +316,6 @@ def skip_without_cuda(test: HpcvalTest, program: str) -> None:
                  f"{program} is not linked against the CUDA runtime: GPU buffers need a CUDA "
                  "build (Spack: osu-micro-benchmarks +cuda)")
 
-
-def nvidia_smi_present() -> bool:
-    """``nvidia-smi`` is on this machine's ``PATH``."""
-    return shutil.which("nvidia-smi") is not None
 
 
 class _GpuMpiMixin(rfm.RegressionTestPlugin):
