@@ -55,6 +55,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hpcval.audit import _describe, _matches, load_expectations
 from hpcval.errors import EnvironmentFault, ParseError, SiteError
 from hpcval.parsers.nvidia_smi import Gpu, NvidiaSmiLog, parse_nvidia_smi_xml
@@ -189,6 +191,54 @@ def audit_gpus(expectations: dict[str, Any], log: NvidiaSmiLog) -> list[GpuFindi
     return findings
 
 
+#: Keys proposed as the value every GPU of the node shows.
+_SAME = ("gpu.model", "gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_pending",
+         "gpu.memory_total_mib")
+#: Error counts: no more than the node shows today (a new error fails).
+_COUNTS = ("gpu.ecc_volatile_uncorrected", "gpu.ecc_aggregate_uncorrected",
+           "gpu.retired_pages", "gpu.remapped_rows_uncorrected")
+#: Yes/No states that need a GPU reset when "Yes": always "No".
+_NO = ("gpu.retired_pages_pending", "gpu.remapped_rows_pending", "gpu.remapped_rows_failure")
+#: Current over maximum: the full link, the default application clocks.
+_FULL = ("gpu.pcie_gen_fraction", "gpu.pcie_width_fraction", "gpu.app_clocks_fraction")
+
+
+def propose_expectations(log: NvidiaSmiLog) -> dict[str, Any]:
+    """``gpu.*`` expectations for a node like this one, to review and put in the
+    site's ``host-expectations.yaml``: versions and count as found, the model,
+    persistence, ECC and pending ECC modes and memory where every GPU agrees
+    (a pending mode unlike the current one waits for a reset), error counts
+    no higher than today's, no pending retirement or remap, full PCIe link and
+    default application clocks, no clock reason. A value no GPU reports
+    (``N/A`` on this model) is proposed as ``any``, so it does not fail as
+    unknown; values that vary with load (current clocks, replay counter,
+    corrected errors) are left out and shown as information."""
+    out: dict[str, Any] = {"gpu.count": len(log.gpus)}
+    for key, value in (("gpu.driver_version", log.driver_version),
+                       ("gpu.cuda_version", log.cuda_version)):
+        out[key] = value if value is not None else "any"
+
+    def found(key: str) -> list[str | None]:
+        return [GPU_SETTINGS[key](g) for g in log.gpus]
+
+    for key in (*_SAME, *_COUNTS, *_NO, *_FULL, "gpu.clock_reasons"):
+        values = found(key)
+        known = [v for v in values if v is not None]
+        if not known:
+            out[key] = "any"
+        elif key in _SAME:
+            out[key] = known[0] if len(set(values)) == 1 else {"one_of": sorted(set(known))}
+        elif key in _COUNTS:
+            out[key] = {"max": max(int(v) for v in known)}
+        elif key in _NO:
+            out[key] = "No"
+        elif key in _FULL:
+            out[key] = {"min": 1}
+        else:
+            out[key] = "none"
+    return out
+
+
 def failures(findings: list[GpuFinding]) -> list[GpuFinding]:
     return [f for f in findings if f.status in ("mismatch", "unknown")]
 
@@ -229,12 +279,17 @@ def query_nvidia_smi(timeout: float = 60) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpcval.gpu_audit",
                                      description="Audit this node's NVIDIA GPUs.")
-    parser.add_argument("--expect", required=True, help="host expectations YAML (gpu.* keys)")
+    parser.add_argument("--expect", help="host expectations YAML (gpu.* keys)")
     parser.add_argument("--xml", help="read this nvidia-smi -q -x report instead of running it")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--propose", action="store_true",
+                        help="print gpu.* expectations for a node like this one (YAML, to "
+                        "review and add to host-expectations.yaml) instead of auditing")
     args = parser.parse_args(argv)
+    if not args.propose and not args.expect:
+        parser.error("--expect FILE is needed to audit (or --propose)")
     try:
-        expectations = load_expectations(args.expect)
+        expectations = load_expectations(args.expect) if args.expect else {}
         if args.xml:
             source = args.xml
             try:
@@ -244,7 +299,15 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         else:
             source, text = "nvidia-smi -q -x", query_nvidia_smi()
-        findings = audit_gpus(expectations, parse_nvidia_smi_xml(text, source))
+        log = parse_nvidia_smi_xml(text, source)
+        if args.propose:
+            print(f"# gpu.* expectations proposed from {source} by python -m hpcval.gpu_audit "
+                  "--propose:\n# review, then add to the site's host-expectations.yaml "
+                  "(docs/checks.md, gpu_health_audit_check)")
+            print(yaml.safe_dump(propose_expectations(log), sort_keys=False,
+                                 default_flow_style=None), end="")
+            return 0
+        findings = audit_gpus(expectations, log)
     except (SiteError, EnvironmentFault, ParseError) as err:
         # wrong expectations: 2; no nvidia-smi, or a report it cannot have printed: 3
         print(f"hpcval gpu audit: error: {err}", file=sys.stderr)

@@ -12,7 +12,10 @@ goes with it (``srun``, else the MPI stack's own ``mpirun``), and writes:
 - ``environments/<name>/spack.yaml``: the site's Spack environment, a copy of
   the ``local`` one to adapt (compilers, externals, target).
 
-References and host expectations are not guessed: ``hpcval validate --site
+Where ``nvidia-smi`` shows GPUs (or ``--gpus-csv`` gives a recorded
+``nvidia-smi --query-gpu`` of a node), the partition gets them in ReFrame's
+terms: the ``gpu`` feature, ``devices`` and the ``gpu_*`` extras
+(:mod:`hpcval.gpus`). References and host expectations are not guessed: ``hpcval validate --site
 <name> --record`` measures them (docs/adding-a-site.md).
 """
 
@@ -27,6 +30,7 @@ from pathlib import Path
 from hpcval import spack
 from hpcval.errors import HpcvalError, InputError
 from hpcval.fileio import atomic_write
+from hpcval.gpus import NodeGpus, query_this_node
 from hpcval.site import Site, validate_name
 
 
@@ -101,7 +105,7 @@ _LOCAL_PARTITION = '''                {{
                     "environs": [env["name"] for env in ENVIRONMENTS],
                     # benchmarks must not share the machine with each other
                     "max_jobs": 1,
-                    "extras": partition_extras(SITE_DIR),
+{gpu}                    "extras": partition_extras(SITE_DIR{gpu_extras}),
                 }},
 '''
 
@@ -115,7 +119,7 @@ _SLURM_PARTITION = '''                {{
                     "max_jobs": 4,
                     "features": [{features}],
                     "processor": {{"num_cpus": {cpus}}},
-                    "extras": partition_extras(SITE_DIR),
+{gpu}                    "extras": partition_extras(SITE_DIR{gpu_extras}),
                 }},
 '''
 
@@ -153,18 +157,47 @@ def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "part"
 
 
-def config_text(name: str, scheduler: str, partitions: list[SlurmPartition]) -> str:
-    """The ``config.py`` of a new site."""
+def _gpu_lines(gpus: NodeGpus | None) -> tuple[str, str]:
+    """The ``devices`` line and the extras arguments of a partition with *gpus*."""
+    if gpus is None:
+        return "", ""
+    fields = gpus.partition_fields()
+    extras = "".join(f", {k}={v!r}" for k, v in fields["extras"].items())
+    return (f'                    # {gpus.count} GPU(s) per node, found by nvidia-smi\n'
+            f'                    "devices": {fields["devices"]!r},\n'), extras
+
+
+def _features(features: list[str], gpus: NodeGpus | None) -> str:
+    extra = [f for f in (gpus.partition_fields()["features"] if gpus else [])
+             if f not in features]
+    return ", ".join(f'"{f}"' for f in [*features, *extra])
+
+
+def config_text(name: str, scheduler: str, partitions: list[SlurmPartition],
+                gpus: NodeGpus | None = None, gpu_partitions: tuple[str, ...] = ()) -> str:
+    """The ``config.py`` of a new site. *gpus*: the GPUs of a node of the local
+    partition, or of each Slurm partition named in *gpu_partitions*."""
     if scheduler == "local":
-        parts = _LOCAL_PARTITION.format()
+        devices, extras = _gpu_lines(gpus)
+        if gpus is not None:
+            devices = f'                    "features": [{_features([], gpus)}],\n' + devices
+        parts = _LOCAL_PARTITION.format(gpu=devices, gpu_extras=extras)
         what = "This machine: local scheduler, each MPI stack's own ``mpirun``."
         descr = "This machine (local scheduler)"
     else:
         sched = "slurm" if _has_accounting() else "squeue"
-        parts = "".join(_SLURM_PARTITION.format(
-            ident=_ident(p.name), name=p.name, nodes=p.nodes, cpus=p.cpus, scheduler=sched,
-            features='"internode", "slurm"' if p.nodes > 1 else '"slurm"')
-            for p in partitions)
+        unknown = sorted(set(gpu_partitions) - {p.name for p in partitions})
+        if unknown:
+            raise InputError(f"--gpu-partition {', '.join(unknown)}: no such Slurm partition "
+                             f"(sinfo shows {', '.join(p.name for p in partitions)})")
+        parts = ""
+        for p in partitions:
+            node_gpus = gpus if p.name in gpu_partitions else None
+            devices, extras = _gpu_lines(node_gpus)
+            features = ["internode", "slurm"] if p.nodes > 1 else ["slurm"]
+            parts += _SLURM_PARTITION.format(
+                ident=_ident(p.name), name=p.name, nodes=p.nodes, cpus=p.cpus, scheduler=sched,
+                features=_features(features, node_gpus), gpu=devices, gpu_extras=extras)
         note = ", no accounting database" if sched == "squeue" else ""
         what = (f"Slurm (scheduler ``{sched}``{note}), ranks started with ``srun``; one "
                 "partition per Slurm partition.")
@@ -174,12 +207,17 @@ def config_text(name: str, scheduler: str, partitions: list[SlurmPartition]) -> 
 
 
 def new_site(name: str, root: Path | None = None, scheduler: str = "auto",
-             venv: Path | None = None) -> list[Path]:
+             venv: Path | None = None, gpus: NodeGpus | None | str = "detect",
+             gpu_partitions: tuple[str, ...] = ()) -> list[Path]:
     """Write a new site's files; refuses to touch an existing site. Where the
     copied spack.yaml includes the generated Intel MPI external
     (:data:`hpcval.spack.VENV_MPI_INCLUDE`), it is written too, from *venv*
     (default: the venv running hpcval) when that has the Intel MPI wheels:
-    ``make setup`` wrote it only for the environments that existed then."""
+    ``make setup`` wrote it only for the environments that existed then.
+    *gpus*: ``"detect"`` asks this machine's ``nvidia-smi`` (for the local
+    partition only: a login node's GPUs say nothing of a Slurm partition's), or
+    the GPUs of a node (:func:`hpcval.gpus.read_query`), or ``None``. With Slurm
+    they go to the partitions named in *gpu_partitions*."""
     validate_name(name, "site name")
     site = Site.load(name, root, must_exist=False)
     if site.dir.exists():
@@ -189,7 +227,14 @@ def new_site(name: str, root: Path | None = None, scheduler: str = "auto",
     if scheduler == "slurm" and not partitions:
         raise InputError("--scheduler slurm: sinfo reports no partition on this machine")
     chosen = "slurm" if partitions else "local"
-    written = [atomic_write(site.config, config_text(name, chosen, partitions),
+    if gpu_partitions and (chosen != "slurm" or not isinstance(gpus, NodeGpus)):
+        raise InputError("--gpu-partition needs Slurm partitions and --gpus-csv (the "
+                         "nvidia-smi --query-gpu output of a node of that partition)")
+    if gpus == "detect":
+        gpus = query_this_node() if chosen == "local" else None
+    node_gpus = gpus if isinstance(gpus, NodeGpus) else None
+    written = [atomic_write(site.config, config_text(name, chosen, partitions, node_gpus,
+                                                     gpu_partitions),
                             "writing the site config"),
                atomic_write(site.judging, JUDGING_TEMPLATE.format(name=name),
                             "writing judging settings")]

@@ -138,3 +138,37 @@ def test_malformed_audit_line() -> None:
         gpu_audit.parse_gpu_audit_output("nothing\n")
     with pytest.raises(ParseError, match="malformed"):
         gpu_audit.parse_gpu_audit_output(gpu_audit.MARKER + json.dumps([{"x": 1}]))
+
+
+@pytest.mark.parametrize("name", ["p100x2-driver375.xml", "rtx4070-laptop-driver575.xml"])
+def test_proposed_expectations_pass_the_node_they_were_read_from(name: str) -> None:
+    proposal = gpu_audit.propose_expectations(log(name))
+    assert set(proposal) <= set(gpu_audit.SETTINGS)
+    assert gpu_audit.failures(gpu_audit.audit_gpus(proposal, log(name))) == []
+
+
+def test_proposed_from_a_healthy_node_the_degraded_one_fails_on_each_fault() -> None:
+    proposal = gpu_audit.propose_expectations(log("p100x2-driver375.xml"))
+    assert proposal["gpu.ecc_volatile_uncorrected"] == {"max": 0}
+    assert proposal["gpu.pcie_width_fraction"] == {"min": 1}
+    assert proposal["gpu.remapped_rows_failure"] == "any"  # a Pascal GPU has no row remapper
+    findings = gpu_audit.audit_gpus(proposal, log("degraded-pcie-x8-hw-slowdown.xml"))
+    assert bad(findings) == {(1, "gpu.pcie_gen_fraction"), (1, "gpu.pcie_width_fraction"),
+                             (1, "gpu.clock_reasons"), (1, "gpu.ecc_volatile_uncorrected"),
+                             (1, "gpu.retired_pages_pending")}
+
+
+def test_propose_on_the_command_line_writes_yaml_the_audit_reads(tmp_path: Path) -> None:
+    xml = DATA / "p100x2-driver375.xml"
+    done = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--propose", "--xml",
+                           str(xml)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "host-expectations.yaml"
+    path.write_text(done.stdout)
+    assert audit.load_expectations(path) == gpu_audit.propose_expectations(log(xml.name))
+    audited = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--expect", str(path),
+                              "--xml", str(xml)], capture_output=True, text=True, check=False)
+    assert audited.returncode == 0, audited.stdout
+    without = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--xml", str(xml)],
+                             capture_output=True, text=True, check=False)
+    assert without.returncode == 2 and "--expect FILE is needed" in without.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from hpcval.gpus import read_query
 from hpcval.paths import project_root
 from hpcval.scaffold import new_site
 from hpcval.site import Site, known_sites
@@ -21,6 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`hpcval validate --site NAME --record` to measure references and host expectations.")
     n.add_argument("name")
     n.add_argument("--scheduler", choices=["auto", "local", "slurm"], default="auto")
+    n.add_argument("--gpus-csv", metavar="FILE",
+                   help="a node's GPUs from a saved `nvidia-smi --query-gpu=index,name,"
+                   "memory.total,pci.bus_id,compute_cap --format=csv` instead of asking this "
+                   "machine's nvidia-smi (docs/adding-a-gpu-partition.md)")
+    n.add_argument("--gpu-partition", metavar="NAME", action="append", default=[],
+                   help="Slurm partition whose nodes have the --gpus-csv GPUs (repeatable)")
     n.set_defaults(func=_new)
     ls = ssub.add_parser("list", help="the sites of this checkout")
     ls.set_defaults(func=_list)
@@ -30,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _new(args: argparse.Namespace) -> int:
-    for path in new_site(args.name, scheduler=args.scheduler):
+    gpus = read_query(args.gpus_csv) if args.gpus_csv else "detect"
+    for path in new_site(args.name, scheduler=args.scheduler, gpus=gpus,
+                         gpu_partitions=tuple(args.gpu_partition)):
         print(f"wrote {path}")
     print(f"next: hpcval validate --site {args.name} --record   (measures and writes "
           "references.yaml and host-expectations.yaml; review them, then validate as usual)")

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hpcval.errors import EnvironmentFault, ParseError
 from hpcval.parsers.cfdio import parse_cfdio
@@ -201,3 +202,45 @@ def pair_measure(alloc: Allocation, site: VetSite, settings: Settings, workdir: 
         return got  # type: ignore[return-value]
 
     return measure
+
+
+def gpu_samples_of(outputs: dict[str, str], failures: list[str]
+                   ) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{figure: {node: {gpu: samples}}}`` from each node's GPU probe output
+    (:mod:`hpcval.vet.gpu_probe`); a node without its line, and every
+    measurement a probe skipped, is added to *failures*."""
+    from hpcval.vet.gpu_probe import MARKER as GPU_MARKER
+
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for node, text in outputs.items():
+        line = next((ln for ln in text.splitlines() if ln.startswith(GPU_MARKER)), None)
+        if line is None:
+            failures.append(f"{node}: GPU probe printed no result line")
+            continue
+        data = json.loads(line[len(GPU_MARKER):])
+        failures += [f"{node}: {why}" for why in data.get("skipped", [])]
+        for figure, per_gpu in data.get("figures", {}).items():
+            out.setdefault(figure, {})[node] = per_gpu
+    return out
+
+
+def gpu_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings: Settings,
+              workdir: Path, progress: Progress) -> tuple[dict[str, Any], list[str]]:
+    """Every GPU of every node at once (one probe step per node)."""
+    raw = workdir / "raw"
+    probe = [sys.executable, "-m", "hpcval.vet.gpu_probe", f"--samples={settings.samples}"]
+    t0 = time.monotonic()
+    res = run_steps({n: alloc.step([n], 1, probe) for n in nodes}, site.env,
+                    10 * settings.step_timeout)
+    failures: list[str] = []
+    outputs = {}
+    for n, r in res.items():
+        _save(raw, f"gpu-probe-{n}", r)
+        if r.returncode != 0:
+            failures.append(f"{n}: GPU probe failed: {_why(r)}")
+            continue
+        outputs[str(n)] = r.stdout
+    samples = gpu_samples_of(outputs, failures)
+    progress(f"GPU probe (BabelStream, gpubench) on {len(nodes)} nodes at once: "
+             f"{time.monotonic() - t0:.1f} s")
+    return samples, failures

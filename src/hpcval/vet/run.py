@@ -91,6 +91,11 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
     with vslurm.Allocation(nodes, site.slurm_partition, opts.minutes, extra) as alloc:
         progress(f"job {alloc.job_id}: per-node figures on all nodes at once")
         node_samples = measure.node_phase(alloc, site, nodes, opts.settings, workdir, progress)
+        gpu_samples: dict[str, Any] = {}
+        if site.gpus:
+            gpu_samples, gpu_failures = measure.gpu_phase(alloc, site, nodes, opts.settings,
+                                                          workdir, progress)
+            node_samples.failures += gpu_failures
         rounds_total: list[int] = [0]
         measure_fn = measure.pair_measure(alloc, site, opts.settings, workdir, progress,
                                           lambda: rounds_total[0], latency)
@@ -103,13 +108,17 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
                                      follow_up_rounds=opts.follow_up_rounds)
         job_id = alloc.job_id
     judge_nodes(verdict, node_samples, opts.judging, site.references())
+    if gpu_samples:
+        from hpcval.vet.gpu import judge_gpus  # GPU partitions only
+
+        judge_gpus(verdict, gpu_samples, {}, opts.judging)
     wall = time.monotonic() - t0
     return {
         "id": vet_id, "site": site.name, "partition": site.slurm_partition,
         "environ": site.env_name, "job_id": job_id, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(wall, 1), "jobs": 1,
-        "steps": camp.steps + len(nodes) * (1 + 2 * opts.settings.samples),
+        "steps": camp.steps + len(nodes) * (1 + 2 * opts.settings.samples + int(site.gpus)),
         "rounds": len(camp.rounds), "follow_up_rounds": len(camp.follow_up_rounds),
         "schedule": [[list(p) for p in r] for r in camp.rounds + camp.follow_up_rounds],
         "cpu_seconds_machine": round(_cpu_busy() - cpu0, 1),
@@ -118,6 +127,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
                                        "judging": asdict(opts.judging),
                                        "max_rounds": opts.max_rounds},
         "node_samples": node_samples.figures, "audit": node_samples.audit,
+        "gpu_samples": gpu_samples,
         "pair_samples": {f"{a}|{b}": s for (a, b), s in camp.samples.items()},
         "pair_first_samples": {f"{a}|{b}": s for (a, b), s in camp.first.items()},
         "pair_latency_8B": {f"{a}|{b}": s for (a, b), s in latency.items()},

@@ -41,6 +41,8 @@ class VetSite:
     env_name: str
     env: dict[str, str] = field(default_factory=dict)
     cc: str = "mpicc"
+    #: the partition has the ``gpu`` feature: vetting measures its GPUs too
+    gpus: bool = False
 
     @property
     def host_expectations(self) -> Path | None:
@@ -144,4 +146,5 @@ def load(site: str, partition: str | None = None, environ: str = "impi") -> VetS
     return VetSite(
         name=site, dir=sdir, var=found.var, system=system["name"],
         partition=part["name"], slurm_partition=slurm_name(part), env_name=environ,
-        env=expand_env(env.get("env_vars", []), dict(os.environ)), cc=env.get("cc") or "mpicc")
+        env=expand_env(env.get("env_vars", []), dict(os.environ)), cc=env.get("cc") or "mpicc",
+        gpus="gpu" in part.get("features", []))
