@@ -13,7 +13,11 @@ class's ``exit_code``:
 3    an environment fault: disk full, read-only or unusable results
      store, a lock held by someone else, a tool missing
      (:class:`EnvironmentFault`)
-130  interrupted
+129  stopped by SIGHUP (a closed terminal)
+130  stopped by SIGINT (Ctrl-C)
+143  stopped by SIGTERM (``timeout``, ``kill``, a systemd stop): a run
+     stopped by a signal exits 128 + the signal's number, after every
+     process of the run is gone; what finished is stored as ``interrupted``
 ===  =====================================================================
 """
 

@@ -14,6 +14,11 @@
    (:mod:`hpcval.verdicts`); with ``record``, judge nothing and write the
    site's references and host expectations from the run instead.
 
+Stopped by SIGTERM, SIGHUP or SIGINT, a run stops cleanly
+(:mod:`hpcval.procs`): ReFrame aborts, no process of the run outlives hpcval
+(the lock is released only then), what finished is stored as ``interrupted``
+(judged against references, never a baseline) and the exit code is 128 + N.
+
 Exit codes: :mod:`hpcval.errors`.
 """
 
@@ -44,6 +49,7 @@ from hpcval.errors import (
 )
 from hpcval.fileio import atomic_write, os_fault
 from hpcval.lock import site_lock
+from hpcval.procs import RunStopper
 from hpcval.report import RunHistory, RunReport, load_run_report, verdict_table, write_html
 from hpcval.runid import ENV as RUN_ID_ENV
 from hpcval.runid import new_run_id
@@ -178,6 +184,7 @@ class _Console:
 
     def __init__(self, out: IO[str], log: IO[str] | None, log_path: Path,
                  config: Path | None = None) -> None:
+        self.out: IO[str] | None
         self.out, self.log, self.log_path, self.config = out, log, log_path, config
         self.in_traceback = False
         self.in_logging_error = False
@@ -193,6 +200,19 @@ class _Console:
         #: a traceback passed through the site config (it raised while being read)
         self.config_raised = False
         self.returncode = 0
+        #: the signal that stopped the run (see :mod:`hpcval.procs`), or None
+        self.signum: int | None = None
+
+    def write(self, text: str) -> None:
+        """To the terminal; a terminal gone (closed, or a pipe nobody reads)
+        loses the output, never the run (the log keeps it)."""
+        if self.out is None:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except (OSError, ValueError):
+            self.out = None
 
     def line(self, text: str) -> None:
         if self.log is not None:
@@ -213,8 +233,8 @@ class _Console:
             elif (not text.startswith((" ", "\t")) and _EXCEPTION_LINE.match(summary)
                   and summary not in self.logging_errors):
                 self.logging_errors.append(summary)
-                print(f"reframe could not write a log record: {summary} (details in "
-                      f"{self.log_path})", file=self.out, flush=True)
+                self.write(f"reframe could not write a log record: {summary} (details in "
+                           f"{self.log_path})\n")
             return
         if text.startswith("Traceback (most recent call last):"):
             self.in_traceback = True
@@ -227,8 +247,7 @@ class _Console:
             self.in_traceback = False
             summary = text.strip()
             if summary not in self.summaries:  # the same exception, shown once
-                print(f"reframe raised: {summary} (traceback in {self.log_path})",
-                      file=self.out, flush=True)
+                self.write(f"reframe raised: {summary} (traceback in {self.log_path})\n")
             self.summaries.append(summary)
             return
         plain = _ANSI.sub("", text).strip()
@@ -239,8 +258,7 @@ class _Console:
         selected = _RUNNING.search(plain)
         if selected:
             self.checks_selected = int(selected.group(1))
-        self.out.write(text)
-        self.out.flush()
+        self.write(text)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -253,9 +271,12 @@ _CONFIG_ERRORS = ("failed to load configuration", "failed to initialize runtime"
 
 
 def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
-                log_path: Path, config: Path | None = None) -> _Console:
+                log_path: Path, config: Path | None = None,
+                stopper: RunStopper | None = None) -> _Console:
     """Run ReFrame, streaming its output; returns what the console saw, with
-    ReFrame's exit code as ``returncode``."""
+    ReFrame's exit code as ``returncode``. ReFrame runs in a session of its
+    own: a stop signal reaches it through *stopper*, which also reaps what
+    the run leaves behind before this returns."""
     log: IO[str] | None
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,11 +287,16 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
     try:
         with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, errors="replace",
-                              bufsize=1) as proc:
+                              bufsize=1, start_new_session=stopper is not None) as proc:
+            if stopper is not None:
+                stopper.proc = proc
             assert proc.stdout is not None
             for text in proc.stdout:
                 console.line(text)
             rc = proc.wait()
+            if stopper is not None and stopper.signum is not None:
+                stopper.reap()
+                console.signum = stopper.signum
     except OSError as err:
         raise EnvironmentFault(f"{cmd[0]}: cannot start ReFrame: {err.strerror}") from None
     finally:
@@ -318,14 +344,23 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         env[RECORD_ENV] = "1"
     else:
         env.pop(RECORD_ENV, None)
+    from hpcval import procs
+
+    stopper = RunStopper(run_id, site.var / "stage" / run_id)
+    # the lock is released only after the run's last process is gone
     with site_lock(site.var / "validate.lock", f"validate run {run_id}", lock_timeout,
-                   log=lambda m: print(m, file=sys.stderr, flush=True)):
-        print(f"hpcval: run {run_id} on site {site.name}", file=out)
-        print("+ " + " ".join(cmd), file=out, flush=True)
-        console = run_reframe(cmd, env, site.root, out, site.var / "logs" / f"{run_id}.out",
-                              site.config)
-        return _conclude(site, run_id, report_path, console, record, out,
-                         reframe_args or [])
+                   log=lambda m: print(m, file=sys.stderr, flush=True)), stopper.installed():
+        procs.current = stopper
+        try:
+            print(f"hpcval: run {run_id} on site {site.name}", file=out)
+            print("+ " + " ".join(cmd), file=out, flush=True)
+            console = run_reframe(cmd, env, site.root, out,
+                                  site.var / "logs" / f"{run_id}.out", site.config, stopper)
+            outcome = _conclude(site, run_id, report_path, console, record, out,
+                                reframe_args or [], stopper)
+        finally:
+            procs.current = None
+    return outcome
 
 
 #: What ``validate`` says when ReFrame selected no test case.
@@ -335,10 +370,13 @@ NOTHING_SELECTED = ("no check ran: nothing selected for this site (check the nam
 
 
 def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
-              record: bool, out: IO[str], reframe_args: list[str]) -> Outcome:
+              record: bool, out: IO[str], reframe_args: list[str],
+              stopper: RunStopper | None = None) -> Outcome:
     from hpcval import verdicts
 
     rc = console.returncode
+    if stopper is not None and stopper.signum is not None:
+        return _interrupted(site, run_id, report_path, console, out, stopper)
     if not report_path.is_file() or report_path.stat().st_size == 0:
         free = shutil.disk_usage(site.var).free if site.var.exists() else 0
         log = site.var / "logs" / f"{run_id}.out"
@@ -375,8 +413,16 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         publish(report_path, site, out)
         print(f"hpcval: error: {NOTHING_SELECTED}", file=sys.stderr)
         return Outcome(EXIT_FAILED, report, None, rc, run_id)
+    if stopper is not None:
+        stopper.pause("storing")  # a test hook (HPCVAL_TEST_PAUSE); nothing otherwise
     judged = verdicts.store_and_judge(site, run_id, report, record=record)
+    if stopper is not None and stopper.signum is not None:
+        # stopped while it was judged or stored: the storing completed; the run
+        # is marked, never a baseline
+        return _interrupted(site, run_id, report_path, console, out, stopper, stored=True)
     report, html = publish(report_path, site, out, judged.html_sections, judged.text)
+    if stopper is not None and stopper.signum is not None:
+        return _interrupted(site, run_id, report_path, console, out, stopper, stored=True)
     if record:
         verdicts.write_recorded_contract(site, run_id, report, out)
     failed = bool(report.failures) or rc != 0 or judged.regressed
@@ -391,6 +437,42 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
               file=sys.stderr)
         return Outcome(EXIT_INPUT, report, html, rc, run_id)
     return Outcome(EXIT_FAILED if failed else EXIT_OK, report, html, rc, run_id)
+
+
+def _interrupted(site: Site, run_id: str, report_path: Path, console: _Console,
+                 out: IO[str], stopper: RunStopper, stored: bool = False) -> Outcome:
+    """A run stopped by a signal: what finished is stored as ``interrupted``
+    (judged against its references by ReFrame, never accepted into
+    baselines); exit 128 + N."""
+    import signal as signal_
+
+    from hpcval import verdicts
+
+    name = signal_.Signals(stopper.signum or 0).name
+    code = stopper.exit_code
+    report = None
+    html = None
+    if report_path.is_file() and report_path.stat().st_size > 0:
+        try:
+            report = load_run_report(report_path)
+        except HpcvalError as err:
+            print(f"hpcval: error: {err}", file=sys.stderr)
+    if report is None or not report.cases:
+        print(f"hpcval: run {run_id} stopped by {name} before any test case finished: nothing "
+              f"stored (ReFrame's output is in {site.var / 'logs' / f'{run_id}.out'})",
+              file=sys.stderr)
+        return Outcome(code, None, None, console.returncode, run_id)
+    judged = verdicts.mark_interrupted(site, run_id, report, stored=stored)
+    if judged.store_error is not None:
+        print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
+              file=sys.stderr)
+        return Outcome(code, report, None, console.returncode, run_id)
+    with contextlib.suppress(OSError, ValueError):  # a terminal gone loses the print only
+        report, html = publish(report_path, site, out, judged.html_sections, judged.text)
+    print(f"hpcval: run {run_id} stopped by {name}: stored as interrupted with the "
+          f"{len(report.cases)} test case(s) ReFrame reported (never a baseline); exit {code}",
+          file=sys.stderr)
+    return Outcome(code, report, html, console.returncode, run_id)
 
 
 def republish(site: Site, report_path: Path, out: IO[str] = sys.stdout) -> RunReport:

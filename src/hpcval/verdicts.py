@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hpcval import procs
 from hpcval.errors import HpcvalError, StoreError
 from hpcval.fileio import atomic_write
 from hpcval.report import RunReport
@@ -127,6 +128,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     except StoreError as err:
         judged.store_error = err
         return judged
+    procs.pause("judging")  # a test hook (HPCVAL_TEST_PAUSE); nothing otherwise
     if record:
         judged.text = ("\nRecorded: nothing judged (--record); every figure is stored with "
                        "its samples in the site's history.\n")
@@ -212,6 +214,41 @@ def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
                    for pattern in settings.unmatched(names))
 
 
+#: what an interrupted run says after its verdict table
+INTERRUPTED_TEXT = ("\nInterrupted: the figures of the test cases that finished are judged "
+                    "against the site's references only; the run is stored as `interrupted` "
+                    "and never counts in a baseline.\n")
+
+
+def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = False
+                     ) -> Judged:
+    """Store a run stopped by a signal as ``interrupted``, never accepted into
+    baselines (``stored``: it was stored and maybe judged before the signal;
+    its verdicts are kept, its result becomes ``interrupted``). The mark is
+    written beside the run report too, so ``hpcval store rebuild`` keeps it."""
+    judged = Judged(text=INTERRUPTED_TEXT)
+    store = Store(site.history_db)
+    path = _verdicts_file(site, run_id)
+    try:
+        if stored:
+            try:
+                judged.verdicts = [tuple(v) for v in  # type: ignore[misc]
+                                   json.loads(path.read_text()).get("verdicts", [])]
+            except (OSError, ValueError):
+                judged.verdicts = []
+        else:
+            run = records_from_report(report, run_id, site.name, provenance(site))
+            run.result, run.accepted = "interrupted", False
+            store.add_run(run)
+        store.set_verdicts(run_id, judged.verdicts, "interrupted", accepted=False)
+        atomic_write(path, json.dumps({"result": "interrupted", "accepted": False,
+                                       "verdicts": judged.verdicts}, indent=1, default=str),
+                     "writing the run's verdicts")
+    except HpcvalError as err:
+        judged.store_error = err
+    return judged
+
+
 def stored(site: Site, run_id: str, report: RunReport) -> Judged:
     """The verdicts stored with a run (for ``hpcval report``)."""
     path = _verdicts_file(site, run_id)
@@ -224,6 +261,8 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
     judged.regressed = any(v[2] == "regressed" for v in judged.verdicts) or (
         data.get("result") == "unstable")
     judged.text = verdict_text(judged.verdicts)
+    if data.get("result") == "interrupted":
+        judged.text += INTERRUPTED_TEXT
     return judged
 
 

@@ -4,6 +4,7 @@ and (on a real lab) a self-resubmitting Slurm job that fires without anyone."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -165,3 +166,35 @@ def test_scheduled_slurm_job_runs_the_real_checks_and_stores_results(tmp_path: P
     finally:
         subprocess.run(["scancel", "--name=hpcval-validate"], timeout=30, check=False)
         cluster.down(log=lambda *_: None)
+
+
+FORWARDING_HPCVAL = """#!/bin/sh
+# stands in for `hpcval validate`: a long run that says which signal stopped it
+trap 'echo "stopped by TERM"; exit 143' TERM
+echo "args: $*"
+sleep 60 &
+wait
+"""
+
+
+def test_a_stop_from_outside_reaches_hpcval_and_is_recorded(tmp_path: Path) -> None:
+    """`timeout`/`systemctl stop` signal the wrapper: hpcval gets the signal
+    (to stop its run cleanly), the run is recorded INTERRUPTED with its exit."""
+    fake = tmp_path / "fake-hpcval"
+    fake.write_text(FORWARDING_HPCVAL)
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HPCVAL": str(fake), "HPCVAL_VAR": str(tmp_path / "var")}
+    proc = subprocess.Popen([str(WRAPPER), "lab"], env=env, cwd="/", text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = tmp_path / "var" / "lab" / "scheduled"
+    deadline = time.monotonic() + 30
+    while not any("args:" in p.read_text() for p in store.glob("*.log")):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    last = (store / "last").read_text()
+    assert last.startswith("INTERRUPTED ") and "exit=143" in last, last
+    log = Path(last.split("log=")[1].strip())
+    assert "stopped by TERM" in log.read_text()

@@ -11,6 +11,7 @@
 #   PASS 20261122T121500Z site=lab exit=0 2 passed, 0 failed, 0 skipped: PASS log=...
 #   FAIL 20261122T122000Z site=lab exit=1 0 passed, 2 failed, 0 skipped: FAIL log=...
 #   SKIP 20261122T122100Z site=lab exit=75 previous run still running (lock ...); this run skipped
+#   INTERRUPTED 20261122T122200Z site=lab exit=143 ... (stopped by SIGTERM: timeout, kill)
 #
 # On failure it prints what failed to stderr and exits non-zero, so cron mails
 # it (MAILTO) and Slurm marks the job FAILED with the exit code; on success it
@@ -50,12 +51,25 @@ fi
     echo "# hpcval scheduled validation: site=$site host=$(hostname) start=$stamp"
     echo "# slurm job: ${SLURM_JOB_ID:-none}"
 } >"$log"
-"$hpcval" validate --site "$site" -- "$@" >>"$log" 2>&1
-rc=$?
+# a stop from outside (timeout, systemd, kill, Slurm's time limit) reaches
+# hpcval, which stops its run cleanly and exits 128 + N (docs/errors.md)
+"$hpcval" validate --site "$site" -- "$@" >>"$log" 2>&1 &
+child=$!
+for sig in TERM HUP INT; do
+    trap "kill -$sig $child 2>/dev/null" $sig
+done
+rc=0
+wait "$child" || rc=$?
+while kill -0 "$child" 2>/dev/null; do  # woken by a signal: wait for hpcval itself
+    rc=0
+    wait "$child" || rc=$?
+done
+trap - TERM HUP INT
 
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -n 1)
 [ -n "$summary" ] || summary="no verdict: reframe did not complete (see the log)"
 [ $rc -eq 0 ] && status=PASS || status=FAIL
+[ $rc -eq 129 ] || [ $rc -eq 130 ] || [ $rc -eq 143 ] && status=INTERRUPTED
 line="$status $stamp site=$site exit=$rc $summary log=$log"
 echo "$line" >>"$store/history"
 echo "$line" >"$store/last.tmp" && mv "$store/last.tmp" "$store/last"

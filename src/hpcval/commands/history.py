@@ -37,6 +37,10 @@ def _when(t: float | None) -> str:
 
 
 def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
+    if accepted and any(r["run_id"] == run_id and r["result"] == "interrupted"
+                        for r in store.runs()):
+        raise InputError(f"run {run_id}: interrupted before it finished; an interrupted run "
+                         "never counts in baselines (run the validation again)")
     store.set_accepted(run_id, accepted)
     path = verdicts_path(site.report_path(run_id))
     try:
@@ -64,9 +68,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(runs, indent=1))
             return 0
-        print(f"{'run':26}  {'started':16}  {'result':9}  accepted")
+        print(f"{'run':26}  {'started':16}  {'result':11}  accepted")
         for r in runs:
-            print(f"{r['run_id']:26}  {_when(r['started']):16}  {r['result']:9}  "
+            print(f"{r['run_id']:26}  {_when(r['started']):16}  {r['result']:11}  "
                   f"{'yes' if r['accepted'] else 'no'}")
         print(f"{len(runs)} run(s) in {site.history_db}")
         return 0
