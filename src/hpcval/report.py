@@ -581,7 +581,8 @@ PAGE_CSS = """
 *{box-sizing:border-box}
 body{font-family:system-ui,sans-serif;margin:1.2em auto;padding:0 1em;color:#222;max-width:1360px}
 h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.15em;margin:1.2em 0 .4em}
-p,li,h2,h3{overflow-wrap:anywhere}#areas td{overflow-wrap:normal}
+p,li,h2,h3{overflow-wrap:anywhere}#areas td{overflow-wrap:normal}#areas{overflow-x:auto}
+@media(max-width:480px){td,th{padding:.2em .35em}}
 table{border-collapse:collapse;font-size:.9em;max-width:100%}
 td,th{border:1px solid #ccc;padding:.25em .6em;overflow-wrap:anywhere;text-align:left}
 th{background:#f0f0f0;white-space:nowrap;overflow-wrap:normal}td.num{text-align:right}
