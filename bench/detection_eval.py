@@ -372,10 +372,16 @@ def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSetting
            rule: str, window: int) -> tuple[set[str], set[str]]:
     """Figures flagged at ``run`` by the single-run verdicts (`regressed` or
     `unstable`) and by the sustained rule ``rule`` ("cusum" or "pelt"), given the
-    accepted runs."""
+    accepted runs; ``rule = "oracle"``: the oracle's single-run verdicts and the
+    same CUSUM on scores standardized by the mean, spread and correlation of all
+    clean runs."""
     from hpcval.judging import families, sustained_families
 
     names = list(pools.figures)
+    if rule == "oracle":
+        single = {n for n, o in oracle(pools, accepted[-settings.k:], run).items()
+                  if o == "regressed"}
+        return single, oracle_cusum(pools, [*accepted, run], settings)
     base = accepted[-window:]
     data = {n: FigureData([r["figures"][n] for r in base], run["figures"][n],
                           pools.figures[n]["better"], pools.figures[n]["unit"]) for n in names}
@@ -388,6 +394,46 @@ def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSetting
     else:
         rule_hits = set(sustained_run(medians, settings))
     return single, rule_hits
+
+
+def oracle_cusum(pools: Pools, runs: Sequence[Run], settings: JudgingSettings) -> set[str]:
+    """Figures flagged at the last of ``runs`` by Page's CUSUM (the same k and h as
+    hpcval's) on each family's mean score, the scores standardized by the mean and
+    sd of all clean runs' log medians and the mean's sd by their correlation; a
+    flagged family names its figures worse by the threshold since the CUSUM left 0."""
+    import numpy as np
+
+    from hpcval.judging import cusum, family_name
+    from hpcval.judging.changes import CUSUM_H
+
+    names = list(pools.figures)
+    clean = {n: np.log([median(r["figures"][n]) for r in pools.clean]) for n in names}
+    logs = {n: np.log([median(r["figures"][n]) for r in runs]) for n in names}
+    fams: dict[str, list[str]] = {}
+    for n, meta in pools.figures.items():
+        fams.setdefault(family_name(meta["unit"], meta["better"]), []).append(n)
+    out: set[str] = set()
+    for members in fams.values():
+        sign = np.array([1.0 if pools.figures[m]["better"] == "lower" else -1.0
+                         for m in members])
+        z = np.array([sign[i] * (logs[m] - clean[m].mean()) / clean[m].std(ddof=1)
+                      for i, m in enumerate(members)])
+        if len(members) > 1:
+            corr = np.corrcoef([clean[m] for m in members]) * np.outer(sign, sign)
+            var = min(max(float(np.sum(corr)) / len(members) ** 2, 1 / len(members)), 1.0)
+        else:
+            var = 1.0
+        path = cusum(z.mean(axis=0) / np.sqrt(var))
+        if not path or path[-1] <= CUSUM_H:
+            continue
+        since = next((i for i in range(len(path) - 1, -1, -1) if path[i] == 0.0), -1)
+        after = len(path) - 1 - since
+        for i, m in enumerate(members):
+            before, now = logs[m][:-after], logs[m][-after:]
+            if before.size and sign[i] * (now.mean() - before.mean()) >= -np.log1p(
+                    -settings.for_figure(m).threshold):
+                out.add(m)
+    return out
 
 
 def sustained_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
@@ -440,35 +486,38 @@ def sustained_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: 
 
 def sustained_table(pools: Pools, settings: JudgingSettings, seed: int,
                     replays: int) -> tuple[str, dict]:
+    """Each cell: hpcval (single-run verdicts + CUSUM) / the oracle (its
+    single-run verdicts + the CUSUM on known-spread scores) / hpcval's single-run
+    verdicts + the previous rule, PELT + Welch; 10 trials, replays in parentheses."""
     names = list(pools.figures)
+    rules = ("cusum", "oracle", "pelt")
     res = {rule: (sustained_rates(pools, settings, 10, seed, rule),
                   sustained_rates(pools, settings, replays, seed + 1, rule))
-           for rule in ("cusum", "pelt")}
+           for rule in rules}
     lines = ["sustained drops (12 clean runs, then 8 runs of one level; single-run verdicts "
-             "plus the sustained rule; CUSUM / PELT + Welch):", "",
+             "plus the sustained rule; hpcval with CUSUM / oracle / hpcval with PELT + Welch; "
+             f"10 trials ({replays} replays)):", "",
              "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+
+    def per_family(key: str) -> str:
+        fams = sorted(res["cusum"][0][0][key])
+        return "; ".join(
+            f"{f} " + " / ".join(f"{res[r][0][0][key][f]:.1f}" for r in rules)
+            + " (" + " / ".join(f"{res[r][1][0][key][f]:.1f}" for r in rules) + ")"
+            for f in fams)
+
     for drop in res["cusum"][0]:
         if drop == 0:
-            fams = res["cusum"][0][0]["flags_per_100"]
-            lines.append("| clean: flags per 100 runs per family (trials; replays) | " + "; ".join(
-                f"{f} {res['cusum'][0][0]['flags_per_100'][f]:.1f} / "
-                f"{res['pelt'][0][0]['flags_per_100'][f]:.1f} "
-                f"({res['cusum'][1][0]['flags_per_100'][f]:.1f} / "
-                f"{res['pelt'][1][0]['flags_per_100'][f]:.1f})" for f in sorted(fams))
-                + " |" + " |" * (len(names) - 1))
+            lines.append("| clean: flags per 100 runs per family | " + per_family("flags_per_100")
+                         + " |" + " |" * (len(names) - 1))
             lines.append("| clean: flags of the sustained rule alone per 100 runs per family | "
-                         + "; ".join(
-                f"{f} {res['cusum'][0][0]['rule_per_100'][f]:.1f} / "
-                f"{res['pelt'][0][0]['rule_per_100'][f]:.1f} "
-                f"({res['cusum'][1][0]['rule_per_100'][f]:.1f} / "
-                f"{res['pelt'][1][0]['rule_per_100'][f]:.1f})" for f in sorted(fams))
-                + " |" + " |" * (len(names) - 1))
+                         + per_family("rule_per_100") + " |" + " |" * (len(names) - 1))
             continue
         cells = []
         for n in names:
-            c10, p10 = (res[r][0][drop]["within5"][n] for r in ("cusum", "pelt"))
-            cr, pr = (res[r][1][drop]["within5"][n] / replays for r in ("cusum", "pelt"))
-            cells.append(f"{c10}/10 / {p10}/10 ({cr:.0%} / {pr:.0%})")
+            tri = " / ".join(f"{res[r][0][drop]['within5'][n]}/10" for r in rules)
+            rep = " / ".join(f"{res[r][1][drop]['within5'][n] / replays:.0%}" for r in rules)
+            cells.append(f"{tri} ({rep})")
         lines.append(f"| -{drop} %: flagged within 5 runs | " + " | ".join(cells) + " |")
     return "\n".join(lines), res
 
