@@ -134,15 +134,17 @@ def lab_env() -> dict[str, str]:
     return env
 
 
-def one_job(samples: int, iterations: int, lengths: Path) -> list[str]:
-    """One Slurm job on two nodes; IMB PingPong ``samples`` times; their outputs."""
+def one_job(samples: int, iterations: int, lengths: Path,
+            hosts: list[str] | None = None) -> list[str]:
+    """One Slurm job on two nodes (``hosts`` when given); IMB PingPong ``samples`` times."""
     imb = shlex.join([str(Path(sys.prefix) / "bin" / "IMB-MPI1"), "PingPong",
                       "-msglen", str(lengths), "-iter", str(iterations), "-iter_policy", "off"])
     marker = "=== hpcval-sample ==="
     script = (f"for i in $(seq {samples}); do echo '{marker}'; "
               f"srun --mpi=pmi2 -N2 -n2 --ntasks-per-node=1 {imb} || exit 1; done")
+    where = ["-w", ",".join(hosts)] if hosts else []
     proc = subprocess.run(
-        ["salloc", "-p", "lab", "-N2", "-n2", "--ntasks-per-node=1", "-t", "5",
+        ["salloc", "-p", "lab", "-N2", "-n2", "--ntasks-per-node=1", "-t", "5", *where,
          "bash", "-c", script],
         env=lab_env(), capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -162,15 +164,17 @@ def figures_of(outputs: list[str]) -> dict[str, list[float]]:
     return out
 
 
-def schedule(clean: int, per_drop: int, rng: random.Random) -> list[int]:
+def schedule(clean: int, per_drop: int, rng: random.Random,
+             drops: list[int] | None = None) -> list[int]:
     """Run order: blocks of (2 clean, one of each drop) in random order, then the rest."""
+    drops = DROPS if drops is None else drops
     runs: list[int] = []
     blocks = min(clean // 2, per_drop)
     for _ in range(blocks):
-        block = [0, 0, *DROPS]
+        block = [0, 0, *drops]
         rng.shuffle(block)
         runs += block
-    rest = [0] * (clean - 2 * blocks) + [d for d in DROPS for _ in range(per_drop - blocks)]
+    rest = [0] * (clean - 2 * blocks) + [d for d in drops for _ in range(per_drop - blocks)]
     rng.shuffle(rest)
     return runs + rest
 
@@ -186,14 +190,22 @@ def record(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 3
     layout = cluster.layout_from_state(state, default_state_dir())
-    nodes = [(n.netns, n.address) for n in layout.nodes[:2]]
+    if args.pool > len(layout.nodes) or args.pool < 2:
+        print(f"detection: --pool {args.pool} needs a lab of that many nodes "
+              f"({len(layout.nodes)} are up)", file=sys.stderr)
+        return 3
+    pool = layout.nodes[:args.pool]
+    # With a pool of more than two nodes, every run gets a pair drawn at random (as a
+    # scheduler would place it) and the last node of the pool has a slower link.
+    slow = pool[-1].name if args.pool > 2 and args.slow_pct > 0 else None
+    drops = [int(d) for d in args.drops.split(",")] if args.drops else DROPS
     rng = random.Random(args.seed)
     if args.counts:
         order = [int(d) for item in args.counts.split(",")
                  for d, n in [item.split(":")] for _ in range(int(n))]
         rng.shuffle(order)
     else:
-        order = schedule(args.clean, args.per_drop, rng)
+        order = schedule(args.clean, args.per_drop, rng, drops)
     out = Path(args.out)
     data: dict = {
         "experiment": "IMB PingPong, 2 lab nodes, one rank each, Intel MPI over TCP",
@@ -204,6 +216,9 @@ def record(args: argparse.Namespace) -> int:
         "background": {"kind": "paced UDP both ways between the two nodes",
                        "share_mean": args.load_mean, "share_sd": args.load_sd,
                        "share_max": args.load_max},
+        "pool": {"nodes": [n.name for n in pool], "slow_node": slow,
+                 "slow_pct": args.slow_pct if slow else 0,
+                 "kind": "pair drawn at random per run" if args.pool > 2 else "fixed pair"},
         "figures": {n: {"size": s, "unit": u, "better": b}
                     for n, (s, _, u, b) in FIGURES.items()},
         "runs": [],
@@ -229,21 +244,29 @@ def record(args: argparse.Namespace) -> int:
                 break
             rate = args.rate * (100 - drop) / 100
             cluster.set_fabric(f"{rate:g}m")
+            if slow is not None:
+                cluster.set_fabric(f"{rate * (100 - args.slow_pct) / 100:g}m", node=slow)
+            pair = sorted(rng.sample(pool, 2), key=lambda n: n.index) if args.pool > 2 \
+                else pool[:2]
+            nodes = [(n.netns, n.address) for n in pair]
             share = min(max(rng.gauss(args.load_mean, args.load_sd), 0.0), args.load_max)
             bg = Background(nodes, share * rate * 1e6 / 8, seconds=300)
             started = time.time()
             try:
-                figs = figures_of(one_job(args.samples, args.iterations, lengths))
+                figs = figures_of(one_job(args.samples, args.iterations, lengths,
+                                          [n.name for n in pair] if args.pool > 2 else None))
             finally:
                 bg.stop()
             run = {"index": index, "drop_pct": drop, "rate_mbit": rate,
                    "background_share": round(share, 4), "started": started,
+                   "nodes": [n.name for n in pair],
                    "seconds": round(time.time() - started, 1), "load1": os.getloadavg()[0],
                    "figures": figs}
             data["runs"].append(run)
             out.write_text(json.dumps(data, indent=1) + "\n")
             med = sorted(figs["bw_1MiB"])[len(figs["bw_1MiB"]) // 2]
-            print(f"run {index:2d} drop {drop:2d}% share {share:.2f} bw_1MiB {med:7.2f} "
+            print(f"run {index:2d} drop {drop:2d}% share {share:.2f} "
+                  f"{'+'.join(n.name for n in pair)} bw_1MiB {med:7.2f} "
                   f"({run['seconds']} s, load {run['load1']:.1f})", flush=True)
     finally:
         lengths.unlink(missing_ok=True)
@@ -279,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--load-max", type=float, default=0.35)
     r.add_argument("--minutes", type=float, default=27.0, help="stop starting runs after this")
     r.add_argument("--seed", type=int, default=14)
+    r.add_argument("--pool", type=int, default=2,
+                   help="draw each run's pair at random from the first N lab nodes")
+    r.add_argument("--slow-pct", type=float, default=0.0,
+                   help="with --pool > 2: the pool's last node's link is this much slower")
+    r.add_argument("--drops", help="degraded link rates, per cent, e.g. '10,20' "
+                   "(default 3,5,10,20)")
     r.add_argument("--counts", help="runs per drop instead of --clean/--per-drop, e.g. "
                    "'0:4,10:2' (to complete an experiment cut short by --minutes)")
     r.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,

@@ -338,6 +338,19 @@ def against_oracle(pools: Pools, settings: JudgingSettings, trials: int, seed: i
                 hits[n][0] += h[n] == "regressed"
                 hits[n][1] += o[n] == "regressed"
         res["single"][drop] = (hits, len(pool))
+    # the same by random draws: a baseline of ``window`` clean runs, one run of the level
+    res["single_replays"] = {}
+    for drop, pool in pools.degraded.items():
+        hits = {n: [0, 0] for n in names}
+        for _ in range(trials):
+            base = rng.sample(pools.clean, window)
+            run = rng.choice(pool)
+            h = judge(pools, base, run, settings)
+            o = oracle(pools, base[-k:], run)
+            for n in names:
+                hits[n][0] += h[n] == "regressed"
+                hits[n][1] += o[n] == "regressed"
+        res["single_replays"][drop] = {n: (a / trials, b / trials) for n, (a, b) in hits.items()}
     lines = [f"hpcval / oracle, spread window {window} runs, K = {k}:", "",
              "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     fh, fo, n = res["false_trials"]
@@ -347,6 +360,10 @@ def against_oracle(pools: Pools, settings: JudgingSettings, trials: int, seed: i
     for drop, (hits, m) in res["single"].items():
         lines.append(f"| -{drop} %: `regressed` on the run | "
                      + " | ".join(f"{hits[x][0]}/{m} / {hits[x][1]}/{m}" for x in names) + " |")
+    for drop, rates in res["single_replays"].items():
+        lines.append(f"| -{drop} %: `regressed`, {trials} replays | "
+                     + " | ".join(f"{rates[x][0]:.0%} / {rates[x][1]:.0%}" for x in names)
+                     + " |")
     return "\n".join(lines), res
 
 
@@ -355,10 +372,16 @@ def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSetting
            rule: str, window: int) -> tuple[set[str], set[str]]:
     """Figures flagged at ``run`` by the single-run verdicts (`regressed` or
     `unstable`) and by the sustained rule ``rule`` ("cusum" or "pelt"), given the
-    accepted runs."""
+    accepted runs; ``rule = "oracle"``: the oracle's single-run verdicts and the
+    same CUSUM on scores standardized by the mean, spread and correlation of all
+    clean runs."""
     from hpcval.judging import families, sustained_families
 
     names = list(pools.figures)
+    if rule == "oracle":
+        single = {n for n, o in oracle(pools, accepted[-settings.k:], run).items()
+                  if o == "regressed"}
+        return single, oracle_cusum(pools, [*accepted, run], settings)
     base = accepted[-window:]
     data = {n: FigureData([r["figures"][n] for r in base], run["figures"][n],
                           pools.figures[n]["better"], pools.figures[n]["unit"]) for n in names}
@@ -371,6 +394,46 @@ def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSetting
     else:
         rule_hits = set(sustained_run(medians, settings))
     return single, rule_hits
+
+
+def oracle_cusum(pools: Pools, runs: Sequence[Run], settings: JudgingSettings) -> set[str]:
+    """Figures flagged at the last of ``runs`` by Page's CUSUM (the same k and h as
+    hpcval's) on each family's mean score, the scores standardized by the mean and
+    sd of all clean runs' log medians and the mean's sd by their correlation; a
+    flagged family names its figures worse by the threshold since the CUSUM left 0."""
+    import numpy as np
+
+    from hpcval.judging import cusum, family_name
+    from hpcval.judging.changes import CUSUM_H
+
+    names = list(pools.figures)
+    clean = {n: np.log([median(r["figures"][n]) for r in pools.clean]) for n in names}
+    logs = {n: np.log([median(r["figures"][n]) for r in runs]) for n in names}
+    fams: dict[str, list[str]] = {}
+    for n, meta in pools.figures.items():
+        fams.setdefault(family_name(meta["unit"], meta["better"]), []).append(n)
+    out: set[str] = set()
+    for members in fams.values():
+        sign = np.array([1.0 if pools.figures[m]["better"] == "lower" else -1.0
+                         for m in members])
+        z = np.array([sign[i] * (logs[m] - clean[m].mean()) / clean[m].std(ddof=1)
+                      for i, m in enumerate(members)])
+        if len(members) > 1:
+            corr = np.corrcoef([clean[m] for m in members]) * np.outer(sign, sign)
+            var = min(max(float(np.sum(corr)) / len(members) ** 2, 1 / len(members)), 1.0)
+        else:
+            var = 1.0
+        path = cusum(z.mean(axis=0) / np.sqrt(var))
+        if not path or path[-1] <= CUSUM_H:
+            continue
+        since = next((i for i in range(len(path) - 1, -1, -1) if path[i] == 0.0), -1)
+        after = len(path) - 1 - since
+        for i, m in enumerate(members):
+            before, now = logs[m][:-after], logs[m][-after:]
+            if before.size and sign[i] * (now.mean() - before.mean()) >= -np.log1p(
+                    -settings.for_figure(m).threshold):
+                out.add(m)
+    return out
 
 
 def sustained_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
@@ -423,37 +486,83 @@ def sustained_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: 
 
 def sustained_table(pools: Pools, settings: JudgingSettings, seed: int,
                     replays: int) -> tuple[str, dict]:
+    """Each cell: hpcval (single-run verdicts + CUSUM) / the oracle (its
+    single-run verdicts + the CUSUM on known-spread scores) / hpcval's single-run
+    verdicts + the previous rule, PELT + Welch; 10 trials, replays in parentheses."""
     names = list(pools.figures)
+    rules = ("cusum", "oracle", "pelt")
     res = {rule: (sustained_rates(pools, settings, 10, seed, rule),
                   sustained_rates(pools, settings, replays, seed + 1, rule))
-           for rule in ("cusum", "pelt")}
+           for rule in rules}
     lines = ["sustained drops (12 clean runs, then 8 runs of one level; single-run verdicts "
-             "plus the sustained rule; CUSUM / PELT + Welch):", "",
+             "plus the sustained rule; hpcval with CUSUM / oracle / hpcval with PELT + Welch; "
+             f"10 trials ({replays} replays)):", "",
              "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+
+    def per_family(key: str) -> str:
+        fams = sorted(res["cusum"][0][0][key])
+        return "; ".join(
+            f"{f} " + " / ".join(f"{res[r][0][0][key][f]:.1f}" for r in rules)
+            + " (" + " / ".join(f"{res[r][1][0][key][f]:.1f}" for r in rules) + ")"
+            for f in fams)
+
     for drop in res["cusum"][0]:
         if drop == 0:
-            fams = res["cusum"][0][0]["flags_per_100"]
-            lines.append("| clean: flags per 100 runs per family (trials; replays) | " + "; ".join(
-                f"{f} {res['cusum'][0][0]['flags_per_100'][f]:.1f} / "
-                f"{res['pelt'][0][0]['flags_per_100'][f]:.1f} "
-                f"({res['cusum'][1][0]['flags_per_100'][f]:.1f} / "
-                f"{res['pelt'][1][0]['flags_per_100'][f]:.1f})" for f in sorted(fams))
-                + " |" + " |" * (len(names) - 1))
+            lines.append("| clean: flags per 100 runs per family | " + per_family("flags_per_100")
+                         + " |" + " |" * (len(names) - 1))
             lines.append("| clean: flags of the sustained rule alone per 100 runs per family | "
-                         + "; ".join(
-                f"{f} {res['cusum'][0][0]['rule_per_100'][f]:.1f} / "
-                f"{res['pelt'][0][0]['rule_per_100'][f]:.1f} "
-                f"({res['cusum'][1][0]['rule_per_100'][f]:.1f} / "
-                f"{res['pelt'][1][0]['rule_per_100'][f]:.1f})" for f in sorted(fams))
-                + " |" + " |" * (len(names) - 1))
+                         + per_family("rule_per_100") + " |" + " |" * (len(names) - 1))
             continue
         cells = []
         for n in names:
-            c10, p10 = (res[r][0][drop]["within5"][n] for r in ("cusum", "pelt"))
-            cr, pr = (res[r][1][drop]["within5"][n] / replays for r in ("cusum", "pelt"))
-            cells.append(f"{c10}/10 / {p10}/10 ({cr:.0%} / {pr:.0%})")
+            tri = " / ".join(f"{res[r][0][drop]['within5'][n]}/10" for r in rules)
+            rep = " / ".join(f"{res[r][1][drop]['within5'][n] / replays:.0%}" for r in rules)
+            cells.append(f"{tri} ({rep})")
         lines.append(f"| -{drop} %: flagged within 5 runs | " + " | ".join(cells) + " |")
     return "\n".join(lines), res
+
+
+# --------------------------------------------------------------------------- run length
+def run_length(seed: int, series: int = 200, sd: float = 0.07) -> str:
+    """The CUSUM's run length between false flags and its delay, on seeded normal
+    series of log run medians (sd ``sd``; the lab's bw_1MiB: 0.066): clean series of
+    400 runs (average run length from censored first flags: runs watched / flags),
+    and 15 clean runs followed by 10 % and 20 % drops (runs until flagged)."""
+    import numpy as np
+
+    from hpcval.judging import cusum, cusum_scores
+    from hpcval.judging.changes import CUSUM_START
+
+    def first(values: np.ndarray, h: float) -> int | None:
+        path = cusum(cusum_scores(values, "higher"))
+        return next((i + CUSUM_START for i, v in enumerate(path) if v > h), None)
+
+    rng = np.random.default_rng(seed)
+    lines = [f"CUSUM on seeded series (sd {sd:.0%} of log run medians, {series} series "
+             "each; k = 0.5):", "",
+             "| h | clean runs between false flags | -10 %: flagged within 5 runs "
+             "(median delay) | -20 %: within 5 runs (median delay) |", "|---|---|---|---|"]
+    clean = [rng.normal(0, sd, 400) for _ in range(series)]
+    drops = {d: [np.concatenate([rng.normal(0, sd, 15), rng.normal(np.log(1 - d / 100), sd, 12)])
+                 for _ in range(series)] for d in (10, 20)}
+    for h in (4.0, 5.0):
+        alarms = [first(x, h) for x in clean]
+        watched = sum(a - CUSUM_START if a is not None else 400 - CUSUM_START for a in alarms)
+        flags = sum(a is not None for a in alarms)
+        arl = f"{watched / flags:.0f}" if flags else f"> {watched}"
+        cells = []
+        for xs in drops.values():
+            delays = []
+            for x in xs:
+                a = first(x, h)
+                # a flag before the drop is a false one: counted as not detected
+                delays.append(a - 15 + 1 if a is not None and a >= 15 else None)
+            hit = [x for x in delays if x is not None]
+            cells.append(f"{sum(1 for x in hit if x <= 5) / series:.0%} "
+                         f"({statistics.median(hit):g})" if hit else "0 %")
+        lines.append(f"| {h:g} | {arl} ({flags} flags in {watched} runs) | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- noise
@@ -537,25 +646,9 @@ def report(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
                                   "alpha": settings.alpha, "correction": settings.correction},
                      "clean_runs": len(pools.clean),
                      "degraded_runs": {d: len(r) for d, r in pools.degraded.items()}}
-    nz = noise(pools)
-    summary["noise"] = nz
-    lines.append(f"clean runs: {len(pools.clean)}; degraded: "
-                 + ", ".join(f"{d}%: {len(r)}" for d, r in pools.degraded.items()))
-    lines.append("")
-    cal = calibration(pools, settings.k, trials, seed)
-    summary["calibration"] = cal
-    lines.append("| figure | clean median | run-to-run CV | within-run sd (log) | "
-                 "between-run sd (log) | between share | Shapiro p (log medians) | "
-                 "pairs of clean runs 'different' by a pooled-sample t-test | "
-                 "clean runs with p < 0.05 (nominal 5 %) |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
-    for name in names:
-        z = nz[name]
-        unit = pools.figures[name]["unit"]
-        lines.append(f"| {name} | {z['median']:.4g} {unit} | {z['cv_runs']:.1%} | "
-                     f"{z['within_sd_log']:.3f} | {z['between_sd_log']:.3f} | {z['icc']:.0%} | "
-                     f"{z['shapiro_p']:.2f} | {z['naive_pairs_significant']:.0%} | "
-                     f"{cal[name]:.1%} |")
+    text, nz, cal = noise_table(pools, settings, trials, seed)
+    summary["noise"], summary["calibration"] = nz, cal
+    lines.append(text)
     shift = level_shift(pools)
     summary["level_shift"] = shift
     lines.append("")
@@ -649,6 +742,44 @@ def report(pools: Pools, settings: JudgingSettings, trials: int, seed: int,
     return "\n".join(lines), summary
 
 
+def noise_table(pools: Pools, settings: JudgingSettings, trials: int, seed: int
+                ) -> tuple[str, dict, dict]:
+    """The clean runs' noise: spread between and within runs, normality, what a
+    pooled-sample test makes of them, and the calibration of hpcval's p."""
+    names = list(pools.figures)
+    nz = noise(pools)
+    cal = calibration(pools, settings.k, trials, seed)
+    corr = correlations(pools)
+    lines = [f"clean runs: {len(pools.clean)}; degraded: "
+             + ", ".join(f"{d}%: {len(r)}" for d, r in pools.degraded.items()), "",
+             "| figure | clean median | run-to-run CV | within-run sd (log) | "
+             "between-run sd (log) | between share | Shapiro p (log medians) | "
+             "pairs of clean runs 'different' by a pooled-sample t-test | "
+             f"clean runs with p < 0.05 against {settings.k} others (nominal 5 %) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        z = nz[name]
+        unit = pools.figures[name]["unit"]
+        lines.append(f"| {name} | {z['median']:.4g} {unit} | {z['cv_runs']:.1%} | "
+                     f"{z['within_sd_log']:.3f} | {z['between_sd_log']:.3f} | {z['icc']:.0%} | "
+                     f"{z['shapiro_p']:.2f} | {z['naive_pairs_significant']:.0%} | "
+                     f"{cal[name]:.1%} |")
+    lines += ["", "run-to-run correlation of log run medians (clean runs):", "",
+              "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines += [f"| {a} | " + " | ".join(f"{corr[a][b]:+.2f}" for b in names) + " |"
+              for a in names]
+    return "\n".join(lines), nz, cal
+
+
+def correlations(pools: Pools) -> dict[str, dict[str, float]]:
+    import numpy as np
+
+    names = list(pools.figures)
+    logs = np.log([[median(r["figures"][n]) for r in pools.clean] for n in names])
+    c = np.corrcoef(logs)
+    return {a: {b: float(c[i, j]) for j, b in enumerate(names)} for i, a in enumerate(names)}
+
+
 def sensitivity(pools: Pools, trials: int, seed: int, history_len: int,
                 figure: str = "bw_1MiB") -> tuple[str, dict]:
     """How K and the correction change the rates (replays), for one figure."""
@@ -685,12 +816,18 @@ def main(args: argparse.Namespace) -> int:
     pools = load(args.data)
     settings = JudgingSettings(k=args.k, threshold=args.threshold, alpha=args.alpha,
                                correction=args.correction)
+    if args.noise:
+        print(noise_table(pools, settings, args.trials, args.seed)[0])
+        print()
     for window in (settings.k, 30):
         text, _ = against_oracle(pools, settings, args.trials, args.seed, window)
         print(text)
         print()
     if args.oracle_only:
         return 0
+    if args.run_length:
+        print(run_length(args.seed))
+        print()
     text, _ = sustained_table(pools, settings, args.seed, args.replays)
     print(text)
     print()
@@ -725,6 +862,10 @@ def parser() -> argparse.ArgumentParser:
                    help="only the hpcval / oracle and sustained tables")
     p.add_argument("--oracle-only", action="store_true",
                    help="only the hpcval / oracle tables")
+    p.add_argument("--noise", action="store_true",
+                   help="also the noise table of the clean runs first")
+    p.add_argument("--run-length", action="store_true",
+                   help="also the CUSUM's run length and delay on seeded series")
     p.add_argument("--sensitivity", action="store_true",
                    help="also compare K = 5 / 10 and holm / bh by replays")
     return p

@@ -433,6 +433,8 @@ def evidence(row: Row) -> str:
     if d.get("family"):
         text += f", family {d['family']}"
     p_value = d.get("p_adjusted", d.get("p_value"))
+    if row.verdict == "unstable" and isinstance(disp, dict):
+        p_value = disp.get("p", p_value)  # the stability test's p
     if isinstance(p_value, int | float):
         text += f", p={p_value:.2g}"
     sustained = d.get("sustained")

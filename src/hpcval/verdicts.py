@@ -319,6 +319,8 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     if d.get("family"):
         text += f", family {d['family']}"
     p = d.get("p_adjusted", d.get("p_value"))
+    if outcome == "unstable" and isinstance(d.get("dispersion"), dict):
+        p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
     if isinstance(p, int | float):
         text += f", p={p:.2g}"
     if d.get("sustained"):

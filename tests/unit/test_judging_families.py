@@ -170,6 +170,8 @@ def test_a_scattered_run_is_unstable_and_a_clean_one_is_not() -> None:
     v = judge_figure(runs, scattered, "lower")
     assert v.outcome in ("unstable", "regressed")
     assert v.dispersion is not None and v.dispersion["ratio"] >= 3
+    if v.outcome == "unstable":
+        assert v.dispersion["p"] < 0.05
     clean = list(10.0 * np.exp(rng.normal(0, 0.02, 5)))
     assert judge_figure(runs, clean, "lower").outcome == "pass"
     # a factor of 0 judges no stability

@@ -469,6 +469,8 @@ def _decide(a: _Assessment, fam: _Family, unstable_p: float | None) -> FigureVer
     if a.dispersion is not None:
         dc, db, ratio, _ = a.dispersion
         disp = {"current": dc, "baseline": db, "ratio": ratio}
+        if unstable_p is not None:  # the stability test's p, after Holm across figures
+            disp["p"] = unstable_p
         unstable = (unstable_p is not None and unstable_p < fs.alpha
                     and ratio >= fs.unstable > 0)
     if sig_worse and worse_by >= fs.threshold:

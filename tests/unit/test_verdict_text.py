@@ -1,0 +1,66 @@
+"""What a person reads after a run (docs/judging.md, "What a person reads"):
+a clean run ends with one line of counts; each regressed, unstable or improved
+figure gets one line; inconclusive figures one line per check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcval.verdicts import verdict_text
+
+CASE = "imb_pingpong_check %cache=warm@local:default+impi"
+
+
+def _detail(**kw: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {"unit": "MB/s", "better": "higher", "baseline_median": 18_700.0,
+                         "current_median": 14_100.0, "change": -0.246, "ci_low": -0.310,
+                         "ci_high": -0.175, "ci_level": 0.95, "family": "bandwidth",
+                         "p_value": 0.0004, "p_adjusted": 0.002}
+    d.update(kw)
+    return d
+
+
+def test_a_clean_run_prints_one_line_of_counts() -> None:
+    verdicts = [(CASE, v, "pass", _detail()) for v in ("bw_1MiB", "bw_4MiB", "lat_8B")]
+    verdicts.append((CASE, "lat_0B", "no-baseline", {}))
+    assert verdict_text(verdicts) == "History verdicts: 3 pass, 1 no-baseline (docs/judging.md)\n"
+
+
+def test_a_regressed_figure_is_one_line_in_the_agreed_shape() -> None:
+    text = verdict_text([(CASE, "bw_1MiB", "regressed", _detail()),
+                         (CASE, "bw_4MiB", "pass", _detail())])
+    assert text.splitlines() == [
+        f"REGRESSED {CASE} bw_1MiB: 18,700 -> 14,100 MB/s, -24.6 % [-31.0 .. -17.5] (95 %), "
+        "family bandwidth, p=0.002",
+        "History verdicts: 1 regressed, 1 pass (docs/judging.md)",
+    ]
+
+
+def test_an_unstable_figure_shows_its_scatter_and_the_stability_tests_p() -> None:
+    d = _detail(outcome="unstable", change=0.02, ci_low=-0.3, ci_high=0.4, ci_level=0.999,
+                p_adjusted=1.0, dispersion={"current": 0.389, "baseline": 0.05,
+                                            "ratio": 7.78, "p": 0.0031})
+    line = verdict_text([(CASE, "bw_1MiB", "unstable", d)]).splitlines()[0]
+    assert line.startswith(f"UNSTABLE {CASE} bw_1MiB: 18,700 -> 14,100 MB/s, within-run "
+                           "spread 5.00 -> 38.9 % (7.78x), +2.00 % [-30.0 .. +40.0] (99.9 %)")
+    assert line.endswith(", family bandwidth, p=0.0031")
+
+
+def test_inconclusive_figures_are_one_line_per_check_with_one_action() -> None:
+    d = _detail(change=-0.12, needed={"runs": 3, "baseline_runs": 12, "samples": None,
+                                      "threshold": 0.21})
+    d2 = _detail(change=-0.08, needed={"runs": 4, "baseline_runs": 20, "samples": None,
+                                       "threshold": 0.19})
+    lines = verdict_text([(CASE, "bw_1MiB", "inconclusive", d),
+                          (CASE, "bw_4MiB", "inconclusive", d2),
+                          (CASE, "lat_8B", "pass", _detail())]).splitlines()
+    assert lines == [
+        f"INCONCLUSIVE {CASE}: 2 figures (bw_1MiB, bw_4MiB) worse by 8.00-12.0 % within the "
+        "noise; 4 more runs at this level resolve it (the sustained rule judges them together)",
+        "History verdicts: 2 inconclusive, 1 pass (docs/judging.md)",
+    ]
+    # more than 5 runs: the threshold one run resolves instead
+    far = _detail(change=-0.3, needed={"runs": 37, "threshold": 0.334})
+    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", far)]).splitlines()[0]
+    assert line.endswith("raise the threshold to 33.4 % in judging.yaml (what one run "
+                         "resolves at this noise)")
