@@ -102,3 +102,17 @@ def test_a_wrong_ceiling_names_the_key(bad: object) -> None:
         physics.ceiling({"io_bw_mbs": bad}, "io_bw_mbs")
     assert physics.ceiling({}, "io_bw_mbs") is None
     assert physics.ceiling({"io_bw_mbs": "125"}, "io_bw_mbs") == 125.0
+
+
+def test_recorded_allreduce_against_its_point_to_point_bound() -> None:
+    # IMB Allreduce on 2 ranks of the workstation (Intel MPI 2021.19, shared memory)
+    from hpcval.parsers.imb import parse_imb
+
+    result = parse_imb((Path(__file__).resolve().parents[1] / "data" / "imb" /
+                        "allreduce_sendrecv_npmin1_impi2021.19.txt").read_text(), "recorded")
+    table = result.table("Allreduce", 2)
+    t = table.value(1024, "t_avg_usec")
+    # a shared-memory copy of 10 GB/s allows it; a 1 MB/s link could not carry 1 KiB
+    # in that time
+    assert physics.collective_faster_than_p2p("Allreduce", t, 1024, 2, 10_000) is None
+    assert physics.collective_faster_than_p2p("Allreduce", t, 1024, 2, 1) is not None
