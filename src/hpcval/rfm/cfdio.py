@@ -12,6 +12,7 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
@@ -272,8 +273,10 @@ class CfdioStencilBase(CfdioBase):
     job (cache-resident) fails."""
 
     rank_count = "node"
-    global_grid = (256, 256, 128)
-    steps = 20
+    #: Total grid; unset: sized beyond the node's last-level cache.
+    global_grid = variable(typ.Tuple[int, int, int], type(None), value=None)
+    #: Stencil sweeps per run; unset: from the budget.
+    steps = variable(int, type(None), value=None)
     figures = (result_figure("stencil_bw", "MB/s", "stencil_MBs"),
                result_figure("triad_bw", "MB/s", "triad_MBs"),
                result_figure("stencil_fraction_of_triad", "fraction", "stencil_fraction",
@@ -288,10 +291,18 @@ class CfdioStencilBase(CfdioBase):
         size = self.sized(sizing.stencil, self.sizing_node(), self.sizing_ranks(),
                           self.sizing_budget(), samples=self.samples)
         if size:
-            self.global_grid, self.steps = size.params["global_grid"], size.params["steps"]
+            fixed = [f"-S {name}" for name in ("global_grid", "steps", "triad_n")
+                     if getattr(self, name) is not None]
+            self.global_grid = self.global_grid or size.params["global_grid"]
+            self.steps = self.steps or size.params["steps"]
             self.triad_n = self.triad_n or size.params["triad_n"]
             self.reps = self.reps or size.params["reps"]
             self.apply_size(size)
+            if fixed:
+                self.problem_size = (f"grid {'x'.join(map(str, self.global_grid))}, "
+                                     f"{self.steps} sweeps, triad {self.triad_n:,} doubles per "
+                                     f"array and rank ({', '.join(fixed)})")
+                self.size_reason = f"set for this run; the rule would give: {size.summary}"
 
     @run_before("run")
     def set_options(self) -> None:

@@ -24,7 +24,7 @@ from reframe.core.builtins import variable
 from hpcval import sizing
 
 
-class SizedTest(rfm.RegressionMixin):
+class SizedTest(rfm.RegressionTestPlugin):
     """Budget, node and recorded size of a check (with :class:`hpcval.rfm.HpcvalTest`)."""
 
     #: ``quick`` or ``full`` (``-S budget=full``); unset: ``$HPCVAL_BUDGET``,
