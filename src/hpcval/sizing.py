@@ -34,7 +34,8 @@ The rules, each with its reason (the same words the checks record as the
   output (32-128 MiB, 4 outputs in 8 sweeps: a cost of tenths of a second,
   well above the noise of a run without output), ``full``: 1/32 (256 MiB-4
   GiB, 3 outputs in 6 sweeps); both bounded by the free space where the
-  files go (per-rank-then-gather holds the parts and the file at once).
+  files go (per-rank-then-gather holds the parts and the file at once), never
+  below the budget's least size (a disk too small for it fails the run).
 * **Post-processing read** (cfdio read): written with ``fsync``, dropped from
   the page cache and read back (what stayed resident is measured); ``quick``
   64-256 MiB per reader, ``full`` 1/8 of memory over the readers (1-4 GiB).
@@ -344,8 +345,14 @@ def output(node: Node, budget: str, free: int | None = None, samples: int = 5,
     outputs = steps // every
     # per-rank-then-gather holds the parts and the merged file at once
     if free is not None and 2 * file_bytes > free / 4:
-        file_bytes = max(MIB, int(free / 8))
-        notes.append(f"bounded by the free space where the files go ({_size(free)})")
+        # never below the budget's least size: a smaller file would measure
+        # nothing, and a disk too small for it fails the run naming the disk
+        file_bytes = max(lo, int(free / 8))
+        notes.append(f"bounded by the free space where the files go ({_size(free)})"
+                     if file_bytes > lo else
+                     f"the free space where the files go ({_size(free)}) allows less than "
+                     f"the least size ({_size(lo)} per output), which is written and may "
+                     "fill the disk")
     grid = grid_for(max(1, file_bytes // 8))
     file_bytes = 8 * math.prod(grid)
     memory = 3 * file_bytes  # two fields over the ranks and rank 0's whole grid

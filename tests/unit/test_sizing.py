@@ -144,6 +144,10 @@ def test_little_free_space_bounds_the_files_and_says_so() -> None:
     out = sizing.output(n, "full", free=4 * GIB)
     assert 8 * math.prod(out.params["global_grid"]) <= 4 * GIB / 4
     assert "free space" in out.reason
+    # never below the budget's least size: a tiny disk fails the run, naming itself
+    tiny = sizing.output(n, "quick", free=1 * MIB)
+    assert 8 * math.prod(tiny.params["global_grid"]) == 32 * MIB
+    assert "may fill the disk" in tiny.reason
     ior = sizing.ior(n, 128, 1, "full", free=100 * GIB)
     assert "may come from the page cache" in ior.reason
 
