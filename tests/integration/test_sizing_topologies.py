@@ -41,7 +41,8 @@ NODES = {"amd-2x64-epyc-7763-smt.json": 512 * GIB,
          "vm-16core-xeon-300mib-l3.json": 125 * GIB}
 
 
-def _dry_run(tmp_path: Path, name: str, budget: str) -> tuple[list[dict], str]:
+def _dry_run(tmp_path: Path, name: str, budget: str, *extra: str,
+             environ_budget: str | None = None) -> tuple[list[dict], str]:
     checkout = make_checkout(tmp_path)
     config = checkout / "site-configs" / "local" / "config.py"
     config.write_text(config.read_text() + (
@@ -52,11 +53,13 @@ def _dry_run(tmp_path: Path, name: str, budget: str) -> tuple[list[dict], str]:
     env = dict(os.environ, HPCVAL_ROOT=str(checkout), HPCVAL_SPACK="0",
                HPCVAL_VAR=str(tmp_path / "var"))
     env.pop("HPCVAL_BUDGET", None)
+    if environ_budget:
+        env["HPCVAL_BUDGET"] = environ_budget  # as `hpcval validate --budget` sets it
     proc = subprocess.run(
         [str(BIN / "reframe"), "-C", str(config), "-c", "reframe-checks/io/cfdio_output_cost.py",
          "-c", "reframe-checks/memory/cfdio_stencil.py", "-c", "reframe-checks/io/cfdio_read.py",
          "-n", "cfdio_output_cost_check%strategy=mpiio", "-n", "cfdio_stencil_check",
-         "-n", "cfdio_read_check", "-p", "impi", "--dry-run"],
+         "-n", "cfdio_read_check", "-p", "impi", "--dry-run", *extra],
         cwd=checkout, env=env, text=True, capture_output=True, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -113,3 +116,11 @@ def test_the_site_budget_full_gives_larger_outputs_and_longer_limits(tmp_path: P
     grid = re.search(r"grid (\d+)x(\d+)x(\d+)", f["problem_size"])
     assert grid and 8 * math.prod(int(g) for g in grid.groups()) >= 1 * GIB
     assert f["time_limit"] > q["time_limit"]
+
+
+def test_the_run_budget_wins_over_the_sites(tmp_path: Path) -> None:
+    name = "vm-16core-xeon-300mib-l3.json"
+    by_env, _ = _dry_run(tmp_path / "e", name, "quick", environ_budget="full")
+    by_option, _ = _dry_run(tmp_path / "s", name, "full", "-S", "budget=quick")
+    assert {c["budget"] for c in by_env} == {"full"}
+    assert {c["budget"] for c in by_option} == {"quick"}
