@@ -30,9 +30,9 @@ The rules, each with its reason (the same words the checks record as the
 * **Result output** (cfdio output cost): every output is ``fsync``'d, so the
   page cache cannot hide it; the size decides whether the cost is seconds (the
   experiment of "SMBDirect BMT まとめ", result files of hundreds of MB to GB)
-  or milliseconds inside the noise. ``quick``: 1/128 of the node's memory per
-  output (32-128 MiB, 4 outputs in 8 sweeps: a cost of tenths of a second,
-  well above the noise of a run without output), ``full``: 1/32 (256 MiB-4
+  or milliseconds inside the noise. ``quick``: 1/256 of the node's memory per
+  output (32-64 MiB, 2 outputs in 4 sweeps: a cost of a tenth of a second or
+  more, well above the noise of a run without output), ``full``: 1/32 (256 MiB-4
   GiB, 3 outputs in 6 sweeps); both bounded by the free space where the
   files go (per-rank-then-gather holds the parts and the file at once), never
   below the budget's least size (a disk too small for it fails the run).
@@ -300,7 +300,7 @@ def stencil(node: Node, ranks: int, budget: str, samples: int = 5,
             default_s: int = 300) -> Size:
     """cfdio's stencil grid (``global_grid``), sweeps, and the triad of the same job."""
     _check_budget(budget)
-    steps = 20 if budget == "quick" else 50
+    steps = 10 if budget == "quick" else 50
     tri = triad(node, ranks, budget, samples, default_s, _extra_copies=1)
     if not node.llc_bytes:
         grid = (256, 256, 128)
@@ -337,7 +337,7 @@ def output(node: Node, budget: str, free: int | None = None, samples: int = 5,
     _check_budget(budget)
     mem = node.mem_bytes or 8 * GIB
     if budget == "quick":
-        target, lo, hi, steps, every = mem / 128, 32 * MIB, 128 * MIB, 8, 2
+        target, lo, hi, steps, every = mem / 256, 32 * MIB, 64 * MIB, 4, 2
     else:
         target, lo, hi, steps, every = mem / 32, 256 * MIB, 4 * GIB, 6, 2
     file_bytes = int(min(max(target, lo), hi))
@@ -360,7 +360,7 @@ def output(node: Node, budget: str, free: int | None = None, samples: int = 5,
     if allowed is not None and memory > allowed:
         raise SizingError(f"output files of {_size(file_bytes)} need {_size(memory)}, more "
                           f"than {MEMORY_SHARE:.0%} of the node's {_size(node.mem_bytes)}")
-    share = "1/128" if budget == "quick" else "1/32"
+    share = "1/256" if budget == "quick" else "1/32"
     reason = (f"{share} of the node's {_size(node.mem_bytes)} memory per output "
               f"({_size(lo)}-{_size(hi)}); every output is fsync'd, so the page cache "
               "cannot hide it")

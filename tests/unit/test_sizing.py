@@ -70,7 +70,7 @@ def test_every_rule_holds_on_every_node(name: str, budget: str) -> None:
         # result files of hundreds of MB to GB ("SMBDirect BMT まとめ")
         assert 256 * MIB <= file_bytes <= 4.5 * GIB
     else:
-        assert 32 * MIB <= file_bytes <= 160 * MIB
+        assert 32 * MIB <= file_bytes <= 64 * MIB
     assert "fsync" in out.reason
 
     rd = sizing.read(n, min(ranks, 8), budget, free=10 * n.mem_bytes)
