@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval import svgplot
+from hpcval import sizereport, svgplot
 from hpcval.errors import HpcvalError
 from hpcval.series import load_samples, load_series
 
@@ -832,6 +832,7 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None,
                              "judged but not drawn on the log axis.</figcaption></figure>")
     if plots:
         parts.append("<h2>Measured series</h2>" + "".join(plots))
+    parts.extend(sizereport.sizes_html(report.cases))
     skips = report.skip_reasons()
     if skips:
         parts.append("<h2>Skipped</h2><table><tr><th>cases</th><th>reason</th></tr>"

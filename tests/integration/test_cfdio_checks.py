@@ -87,3 +87,17 @@ def test_full_shared_fs_fails_the_check_and_leaves_nothing(checkout: Path, tiny_
     assert case["result"] == "fail"
     assert "No space left on device" in case["fail_reason"], case["fail_reason"]
     assert list(tiny.iterdir()) == []
+
+
+def test_cache_resident_stencil_fails_its_check(checkout: Path, hpcval: HpcvalRunner) -> None:
+    """A grid forced into the caches (32³: 2 x 256 KiB) makes the stencil beat the
+    triad of the same job; the physics guard fails the check with the reason."""
+    proc = hpcval(checkout, "validate", "--site", "local", "--", "-p", "impi",
+                  "-n", "cfdio_stencil_check", "-S", "cfdio_stencil_check.global_grid=32,32,32",
+                  "-S", "cfdio_stencil_check.steps=3000")
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (case,) = _cases(checkout)
+    assert case["result"] == "fail"
+    assert "cache-resident" in case["fail_reason"], case["fail_reason"]
+    assert "-S global_grid" in case["problem_size"]
+    assert "the rule would give: grid" in case["size_reason"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from hpcval.lock import seconds
 from hpcval.runner import DEFAULT_LOCK_TIMEOUT, validate
+from hpcval.sizing import BUDGET_ENV, BUDGETS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lock-timeout", type=seconds, default=DEFAULT_LOCK_TIMEOUT, metavar="S",
                    help="seconds to wait for another validation of the site to finish "
                    f"(default {DEFAULT_LOCK_TIMEOUT:g})")
+    p.add_argument("--budget", choices=BUDGETS,
+                   help="problem sizes: quick (minutes) or full (acceptance); default: the "
+                   "site's partitions' extras.budget, else quick (docs/checks.md)")
     p.add_argument("reframe_args", nargs=argparse.REMAINDER,
                    help="extra reframe options, after --")
     p.set_defaults(func=_run)
@@ -34,5 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.reframe_args if a != "--"] if args.reframe_args else []
+    if args.budget:
+        os.environ[BUDGET_ENV] = args.budget  # the checks read it (hpcval.rfm.sizing)
     return validate(args.site, extra, record=args.record,
                     lock_timeout=args.lock_timeout).exit_code

@@ -12,14 +12,18 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from hpcval import physics, sizing
 from hpcval.errors import HpcvalError
 from hpcval.figures import Figure
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
 from hpcval.paths import project_root
 from hpcval.rfm.base import HpcvalTest, environ_path_dirs, locate_program
+from hpcval.rfm.sizing import SizedTest
+from hpcval.series import median
 
 #: Intel MPI's compiler wrappers find their headers through I_MPI_ROOT; derive
 #: it from the wrapper on PATH when the environment does not set it.
@@ -36,10 +40,12 @@ def result_figure(name: str, unit: str, key: str, better: str | None = None) -> 
     return Figure(name, unit, column=key, better=better)
 
 
-class CfdioBase(HpcvalTest, rfm.RegressionTest):
+class CfdioBase(SizedTest, HpcvalTest, rfm.RegressionTest):
     """Runs the environment's Spack-built ``hpcval-cfdio`` where it offers one
     (``extras.spack``), else a ``cfdio`` on the environment's PATH, else builds
-    proxies/cfdio with ``make MPICC=<environment cc>``."""
+    proxies/cfdio with ``make MPICC=<environment cc>``. Problem sizes come
+    from :mod:`hpcval.sizing` (one hook per base test); figures that physics
+    rules out fail (:mod:`hpcval.physics`)."""
 
     valid_prog_environs = ["+mpi"]
     time_limit = "5m"
@@ -102,6 +108,23 @@ class CfdioBase(HpcvalTest, rfm.RegressionTest):
         results = self.results()
         return {f.name: [float(r[f.column]) for r in results] for f in self.figures}
 
+    def ceiling(self, key: str) -> float | None:
+        """A ceiling the partition states (``extras.<key>``, MB/s), or ``None``."""
+        try:
+            return physics.ceiling(self.current_partition.extras, key)
+        except ValueError as err:
+            raise SanityError(f"partition {self.current_partition.fullname} {err}") from None
+
+    def guard(self, *reasons: str | None) -> None:
+        """Fail with every reason physics gives against the figures."""
+        bad = [r for r in reasons if r]
+        if bad:
+            raise SanityError("physically impossible: " + "; ".join(bad))
+
+    def output_free_bytes(self) -> int | None:
+        """Free space where the check's files go."""
+        return sizing.free_bytes(self.shared_fs_dir() or str(self.stagedir))
+
     def every_run_valid(self, key: str = "valid") -> object:
         """Sanity: every run's result says ``<key>=1``; the samples are stored."""
         self.figure_samples()
@@ -133,7 +156,8 @@ class CfdioOutputCostBase(CfdioFilesBase):
 
     #: (set by the final check, usually as a parameter: ``strategy``, the
     #: output strategy; ``none`` gives the noise of the difference, ~0)
-    #: Total grid (strong scaling: fixed while the ranks vary).
+    #: Total grid (strong scaling: fixed while the ranks vary); sized from
+    #: the node's memory and the budget (:func:`hpcval.sizing.output`).
     global_grid = (64, 64, 64)
     steps = 20
     every = 5
@@ -141,6 +165,15 @@ class CfdioOutputCostBase(CfdioFilesBase):
     figures = (Figure("output_cost", "s", better="lower"),
                Figure("output_share", "fraction", better="lower"),
                result_figure("write_bw", "MB/s", "write_MBs"))
+
+    @run_after("setup")
+    def size_problem(self) -> None:
+        size = self.sized(sizing.output, self.sizing_node(), self.sizing_budget(),
+                          free=self.output_free_bytes(), samples=self.samples)
+        if size:
+            self.global_grid = size.params["global_grid"]
+            self.steps, self.every = size.params["steps"], size.params["every"]
+            self.apply_size(size)
 
     @run_before("run")
     def set_options(self) -> None:
@@ -176,7 +209,15 @@ class CfdioOutputCostBase(CfdioFilesBase):
         checks = [sn.assert_eq(base["checksum"], run["checksum"],
                                msg="field checksum differs between runs: {0} != {1}")
                   for run, base in zip(self.results(), self.baselines(), strict=True)]
-        self.figure_samples()
+        samples = self.figure_samples()
+        io_ceiling = self.ceiling(physics.IO_CEILING_EXTRA)
+        noise = None
+        if self.strategy != "none":
+            noise = physics.output_cost_in_noise(
+                samples["output_cost"], [float(b["total_s"]) for b in self.baselines()])
+        self.guard(noise, physics.above_ceiling("write_bw", median(samples["write_bw"]),
+                                                io_ceiling, "device or link ceiling "
+                                                f"(extras {physics.IO_CEILING_EXTRA})"))
         return sn.all([*checks, self.no_leftovers()])
 
 
@@ -187,10 +228,24 @@ class CfdioTriadBase(CfdioBase):
     rank_count = "node"
     figures = (result_figure("triad_bw", "MB/s", "triad_MBs"),)
 
-    #: Doubles per array and rank.
-    triad_n = variable(int, value=10_000_000)
-    #: Repetitions per run; the best counts.
-    reps = variable(int, value=2)
+    #: Doubles per array and rank; unset: sized beyond the node's last-level
+    #: cache (:func:`hpcval.sizing.triad`).
+    triad_n = variable(int, type(None), value=None)
+    #: Repetitions per run; the best counts (unset: from the budget).
+    reps = variable(int, type(None), value=None)
+
+    @run_after("setup")
+    def size_problem(self) -> None:
+        size = self.sized(sizing.triad, self.sizing_node(), self.sizing_ranks(),
+                          self.sizing_budget(), samples=self.samples)
+        if size:
+            if self.triad_n is None:
+                self.triad_n = size.params["triad_n"]
+                self.apply_size(size)
+            else:
+                self.problem_size = f"{self.triad_n:,} doubles per array and rank (-S triad_n)"
+                self.size_reason = f"set for this run; the rule would give: {size.reason}"
+            self.reps = self.reps or size.params["reps"]
 
     @run_before("run")
     def set_options(self) -> None:
@@ -199,7 +254,12 @@ class CfdioTriadBase(CfdioBase):
 
     @sanity_function
     def validate(self) -> bool:
-        return self.every_run_valid()
+        valid = self.every_run_valid()
+        samples = self.figure_samples()
+        self.guard(physics.above_ceiling(
+            "triad_bw", median(samples["triad_bw"]), self.ceiling(physics.MEMORY_CEILING_EXTRA),
+            f"node's memory bandwidth (extras {physics.MEMORY_CEILING_EXTRA})"))
+        return valid
 
 
 class CfdioStencilBase(CfdioBase):
@@ -207,20 +267,42 @@ class CfdioStencilBase(CfdioBase):
     the same ranks: stencil and triad bandwidth and their ratio, the yardstick
     of whether the proxy stresses memory like a real CFD code.
 
-    The grid is sized well beyond the caches (a 2 x 64 MiB field), so both
-    kernels run from memory."""
+    The grid and the triad's arrays are sized beyond the node's last-level
+    cache (:func:`hpcval.sizing.stencil`: fields >= 4x the cache per rank), so
+    both kernels run from memory; a stencil faster than the triad of the same
+    job (cache-resident) fails."""
 
     rank_count = "node"
-    global_grid = (256, 256, 128)
-    steps = 20
+    #: Total grid; unset: sized beyond the node's last-level cache.
+    global_grid = variable(typ.Tuple[int, int, int], type(None), value=None)
+    #: Stencil sweeps per run; unset: from the budget.
+    steps = variable(int, type(None), value=None)
     figures = (result_figure("stencil_bw", "MB/s", "stencil_MBs"),
                result_figure("triad_bw", "MB/s", "triad_MBs"),
                result_figure("stencil_fraction_of_triad", "fraction", "stencil_fraction",
                              better="higher"))
-    #: Doubles per array and rank of the triad.
-    triad_n = variable(int, value=20_000_000)
-    #: Triad repetitions per run; the best counts.
-    reps = variable(int, value=1)
+    #: Doubles per array and rank of the triad (unset: sized with the grid).
+    triad_n = variable(int, type(None), value=None)
+    #: Triad repetitions per run; the best counts (unset: from the budget).
+    reps = variable(int, type(None), value=None)
+
+    @run_after("setup")
+    def size_problem(self) -> None:
+        size = self.sized(sizing.stencil, self.sizing_node(), self.sizing_ranks(),
+                          self.sizing_budget(), samples=self.samples)
+        if size:
+            fixed = [f"-S {name}" for name in ("global_grid", "steps", "triad_n")
+                     if getattr(self, name) is not None]
+            self.global_grid = self.global_grid or size.params["global_grid"]
+            self.steps = self.steps or size.params["steps"]
+            self.triad_n = self.triad_n or size.params["triad_n"]
+            self.reps = self.reps or size.params["reps"]
+            self.apply_size(size)
+            if fixed:
+                self.problem_size = (f"grid {'x'.join(map(str, self.global_grid))}, "
+                                     f"{self.steps} sweeps, triad {self.triad_n:,} doubles per "
+                                     f"array and rank ({', '.join(fixed)})")
+                self.size_reason = f"set for this run; the rule would give: {size.summary}"
 
     @run_before("run")
     def set_options(self) -> None:
@@ -231,7 +313,15 @@ class CfdioStencilBase(CfdioBase):
 
     @sanity_function
     def validate(self) -> bool:
-        return self.every_run_valid()
+        valid = self.every_run_valid()
+        samples = self.figure_samples()
+        stencil, triad = median(samples["stencil_bw"]), median(samples["triad_bw"])
+        ceiling = self.ceiling(physics.MEMORY_CEILING_EXTRA)
+        what = f"node's memory bandwidth (extras {physics.MEMORY_CEILING_EXTRA})"
+        self.guard(physics.cache_resident_stencil(stencil, triad),
+                   physics.above_ceiling("stencil_bw", stencil, ceiling, what),
+                   physics.above_ceiling("triad_bw", triad, ceiling, what))
+        return valid
 
 
 class CfdioReadBase(CfdioFilesBase):
@@ -244,13 +334,25 @@ class CfdioReadBase(CfdioFilesBase):
     ``cache_resident`` is the share of the files still in the page cache when
     the read began (0 = read from the device or server; -1 = not measurable)."""
 
-    #: MiB each reader writes and reads back.
-    read_mb = variable(int, value=256)
+    #: MiB each reader writes and reads back (unset: :func:`hpcval.sizing.read`).
+    read_mb = variable(int, type(None), value=None)
     files = "cfdio_read*"
     figures = (result_figure("aggregate_read_bw", "MB/s", "aggregate_MBs"),
                result_figure("min_reader_bw", "MB/s", "min_reader_MBs"),
                result_figure("max_reader_bw", "MB/s", "max_reader_MBs"),
                result_figure("cache_resident", "fraction", "cache_resident", better="lower"))
+
+    @run_after("setup")
+    def size_problem(self) -> None:
+        size = self.sized(sizing.read, self.sizing_node(), self.sizing_ranks(),
+                          self.sizing_budget(), free=self.output_free_bytes(),
+                          samples=self.samples)
+        if size and self.read_mb is None:
+            self.read_mb = size.params["read_mb"]
+            self.apply_size(size)
+        elif size:
+            self.problem_size = f"{self.read_mb} MiB per reader (-S read_mb)"
+            self.size_reason = f"set for this run; the rule would give: {size.summary}"
 
     @run_before("run")
     def set_options(self) -> None:
@@ -261,4 +363,10 @@ class CfdioReadBase(CfdioFilesBase):
 
     @sanity_function
     def validate(self) -> bool:
-        return sn.all([self.every_run_valid("verified"), self.no_leftovers()])
+        valid = sn.all([self.every_run_valid("verified"), self.no_leftovers()])
+        samples = self.figure_samples()
+        self.guard(physics.above_ceiling(
+            "aggregate_read_bw", median(samples["aggregate_read_bw"]),
+            self.ceiling(physics.IO_CEILING_EXTRA),
+            f"device or link ceiling (extras {physics.IO_CEILING_EXTRA})"))
+        return valid

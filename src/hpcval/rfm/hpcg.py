@@ -33,10 +33,12 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from hpcval import sizing
 from hpcval.errors import HpcvalError
 from hpcval.figures import Figure
 from hpcval.parsers.hpcg import HpcgResult, check_valid, parse_hpcg
 from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.sizing import SizedTest
 
 HPCG_DIR_VAR = "HPCVAL_HPCG_DIR"
 PROGRAM = "xhpcg"
@@ -59,7 +61,7 @@ def keep_summary(run: int) -> str:
             f"mv \"$f\" \"{KEPT_SUMMARY.format(run)}$f\"; done; true")
 
 
-class HpcgBase(HpcvalTest, rfm.RunOnlyRegressionTest):
+class HpcgBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
     """``xhpcg`` on one MPI rank per CPU of a node, judged on its official
     GFLOP/s rating, ``samples`` runs in one job."""
 
@@ -96,6 +98,19 @@ class HpcgBase(HpcvalTest, rfm.RunOnlyRegressionTest):
         self.skip_other_mpi(self.hpcg_program_path)
         self.executable = self.hpcg_program_path
         self.keep_files = [f"{KEPT_SUMMARY.format('*')}{SUMMARY_GLOB}", "hpcg.dat"]
+
+    @run_after("setup")
+    def size_problem(self) -> None:
+        # the defaults are the quick size; at full, HPCG's rule (>= 25 % of memory, 1800 s)
+        size = self.sized(sizing.hpcg, self.sizing_node(), self.sizing_ranks(),
+                          self.sizing_budget())
+        if size and (tuple(self.local_grid), self.run_time) == ((16, 16, 16), 5):
+            self.local_grid, self.run_time = size.params["local_grid"], size.params["run_time"]
+            self.apply_size(size)
+        elif size:
+            self.problem_size = (f"local grid {'x'.join(map(str, self.local_grid))} per rank, "
+                                 f"{self.run_time} s (-S)")
+            self.size_reason = f"set for this run; the rule would give: {size.summary}"
 
     @run_before("run")
     def write_input(self) -> None:

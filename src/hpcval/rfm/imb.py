@@ -19,7 +19,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval import tuning
+from hpcval import physics, tuning
 from hpcval.cpucost import cpu_available_pct, cpu_busy_pct, parse_cpucost
 from hpcval.figures import Figure
 from hpcval.parsers.imb import ImbTable, check_complete, parse_imb
@@ -122,8 +122,22 @@ class ImbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
             judged = {f.name: (f.column, f.x or 0) for f in self.figures if f.table == bench}
             self.record_series(f"{bench} (np={table.processes}, median of {len(runs)})",
                                "message size", "B", columns, judged)
-        self.figure_samples()
+        samples = self.figure_samples()
+        self.collectives_within_bounds(samples)
         return True
+
+    def collectives_within_bounds(self, samples: dict[str, list[float]]) -> None:
+        """A collective's time below its point-to-point bound over the link the
+        partition states (``extras.link_bw_mbs``) fails (:mod:`hpcval.physics`)."""
+        try:
+            link = physics.ceiling(self.current_partition.extras, physics.LINK_CEILING_EXTRA)
+        except ValueError as err:
+            raise SanityError(f"partition {self.current_partition.fullname} {err}") from None
+        bad = [physics.collective_faster_than_p2p(f.table or "", statistics.median(
+            samples[f.name]), float(f.x or 0), int(self.num_tasks), link)
+            for f in self.figures if f.column in ("t_avg_usec", "t_min_usec", "t_max_usec")]
+        if any(bad):
+            raise SanityError("physically impossible: " + "; ".join(b for b in bad if b))
 
 
 class ImbPingPongBase(ImbBase):

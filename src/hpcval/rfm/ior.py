@@ -36,11 +36,13 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from hpcval import physics, sizing
 from hpcval.errors import HpcvalError
 from hpcval.figures import Figure
 from hpcval.parsers.ior import IorResult, ior_errors, parse_ior_json
 from hpcval.rfm.base import SHARED_FS_EXTRA, HpcvalTest, locate_program
-from hpcval.series import MIN_SAMPLES
+from hpcval.rfm.sizing import SizedTest
+from hpcval.series import MIN_SAMPLES, median
 
 IOR_DIR_VAR = "HPCVAL_IOR_DIR"
 #: Partition extra naming a directory on the file system under test.
@@ -57,7 +59,7 @@ def find_ior(environ: str | None = None, environ_dirs: list[str] | None = None,
                           environ_dirs=environ_dirs)
 
 
-class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
+class IorBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
     """One IOR run: ``api`` × ``layout``, write then read back, JSON summary.
 
     The final check declares ``api`` (``POSIX``, ``MPIIO``; IOR's ``-a``) and
@@ -71,10 +73,11 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     valid_prog_environs = ["+mpi"]
     time_limit = "10m"
 
-    #: Bytes each rank writes (``-b``; IOR size syntax, e.g. ``64m``).
+    #: Bytes each rank writes (``-b``; IOR size syntax, e.g. ``64m``); unset:
+    #: from the budget and the nodes' memory (:func:`hpcval.sizing.ior`).
     #:
-    #: :type: :class:`str`
-    block_size = variable(str, value="64m", loggable=True)
+    #: :type: :class:`str` or :obj:`None`
+    block_size = variable(str, type(None), value=None, loggable=True)
 
     #: Bytes per I/O call (``-t``).
     #:
@@ -113,6 +116,19 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     @run_after("setup")
     def set_output_dir(self) -> None:
         self.output_dir = self.shared_fs_dir() or str(self.stagedir)
+
+    @run_after("setup")
+    def size_problem(self) -> None:
+        size = self.sized(sizing.ior, self.sizing_node(), self.sizing_ranks(),
+                          self.node_count(), self.sizing_budget(),
+                          free=sizing.free_bytes(self.output_dir),
+                          repetitions=self.repetitions)
+        if size and self.block_size is None:
+            self.block_size = size.params["block_size"]
+            self.apply_size(size)
+        elif size:
+            self.problem_size = f"{self.block_size} per rank (-S block_size)"
+            self.size_reason = f"set for this run; the rule would give: {size.summary}"
 
     @run_before("run")
     def set_options(self) -> None:
@@ -172,5 +188,14 @@ class IorBase(HpcvalTest, rfm.RunOnlyRegressionTest):
                                              for i, v in enumerate(o.repetitions_mib)])
                    for op, o in result.operations.items()}
         self.record_series(f"IOR {self.api} {self.layout}", "repetition", "", columns)
-        self.figure_samples()
+        samples = self.figure_samples()
+        try:
+            ceiling = physics.ceiling(self.current_partition.extras, physics.IO_CEILING_EXTRA)
+        except ValueError as err:
+            raise SanityError(f"partition {self.current_partition.fullname} {err}") from None
+        bad = [physics.above_ceiling(f.name, median(samples[f.name]) * physics.MIB_TO_MB,
+                                     ceiling, "device or link ceiling (extras "
+                                     f"{physics.IO_CEILING_EXTRA})") for f in self.figures]
+        if any(bad):
+            raise SanityError("physically impossible: " + "; ".join(b for b in bad if b))
         return True

@@ -40,14 +40,17 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from hpcval import physics, sizing
 from hpcval.figures import Figure
 from hpcval.parsers.stream import KERNELS, StreamResult, check_complete, parse_stream
 from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.sizing import SizedTest
+from hpcval.series import median
 
 STREAM_DIR_VAR = "HPCVAL_STREAM_DIR"
 STREAM_SRC_VAR = "HPCVAL_STREAM_SRC"
 #: STREAM's rule: each array at least this many times the last-level caches.
-CACHE_FACTOR = 4
+CACHE_FACTOR = sizing.CACHE_FACTOR
 MIB = 1 << 20
 
 
@@ -57,7 +60,7 @@ def array_elements(cache_bytes: int, element_bytes: int = 8) -> int:
     return array_bytes // element_bytes
 
 
-class _StreamRun(HpcvalTest):
+class _StreamRun(SizedTest, HpcvalTest):
     """What both STREAM tests share: one process, threads, repeated runs,
     figures, sanity."""
 
@@ -109,7 +112,18 @@ class _StreamRun(HpcvalTest):
                 f"{CACHE_FACTOR}x the {self.cache_bytes / MIB:.0f} MiB last-level cache: "
                 f"the figures would measure the cache; rebuild with "
                 f"-DSTREAM_ARRAY_SIZE={elements} (Spack: stream stream_array_size={elements})")
-        self.figure_samples()
+        samples = self.figure_samples()
+        try:
+            ceiling = physics.ceiling(self.current_partition.extras,
+                                      physics.MEMORY_CEILING_EXTRA)
+        except ValueError as err:
+            raise SanityError(f"partition {self.current_partition.fullname} {err}") from None
+        bad = [physics.above_ceiling(
+            f.name, median(samples[f.name]), ceiling,
+            f"node's memory bandwidth (extras {physics.MEMORY_CEILING_EXTRA})")
+            for f in self.figures]
+        if any(bad):
+            raise SanityError("physically impossible: " + "; ".join(b for b in bad if b))
         return True
 
 
@@ -131,6 +145,9 @@ class StreamBase(_StreamRun, rfm.RunOnlyRegressionTest):
     def locate_program(self) -> None:
         self.stream_program_path = self.find_program(self.program, STREAM_DIR_VAR, mpi=False)
         self.executable = self.stream_program_path
+        self.problem_size = "fixed when the program was built (STREAM_ARRAY_SIZE)"
+        self.size_reason = (f"the sanity fails below {CACHE_FACTOR}x the node's last-level "
+                            f"cache ({sizing.human(self.cache_bytes)}), STREAM's rule")
         if self.program == "stream_f.exe":
             # the Fortran arrays are static and large: the default stack is too small
             self.prerun_cmds = ["ulimit -s unlimited || ulimit -s hard"]
@@ -166,11 +183,11 @@ class StreamBuildBase(_StreamRun, rfm.RegressionTest):
                      f"no STREAM sources: set {STREAM_SRC_VAR} (or stream_src) to a directory "
                      "holding stream.c (github.com/jeffhammond/STREAM)")
         if self.array_size is None:
-            self.skip_if(not self.cache_bytes,
-                         f"last-level cache unknown ({self.topology().describe()}): give the "
-                         "partition a `processor` with its caches in the site config "
-                         "(hpcval.topology.processor_info()), or set array_size")
-            self.array_size = array_elements(self.cache_bytes)
+            size = self.sized(sizing.stream, self.sizing_node(), self.sizing_budget(),
+                              samples=self.samples)
+            if size:
+                self.array_size = size.params["array_size"]
+                self.apply_size(size)
         self.sourcesdir = str(src)
         self.build_system.executable = "stream"
         self.build_system.cflags = list(self.stream_cflags)
