@@ -22,6 +22,7 @@ from typing import Any
 
 from hpcval import svgplot
 from hpcval.errors import HpcvalError
+from hpcval.figures import band_bounds
 from hpcval.series import load_samples, load_series
 
 
@@ -39,16 +40,7 @@ class PerfValue:
 
     def bounds(self) -> tuple[float | None, float | None]:
         """Absolute bounds, computed as ReFrame does."""
-        ref = self.reference
-
-        def bound(thres: float | None) -> float | None:
-            if thres is None or ref is None:
-                return None
-            if ref == 0:
-                return thres
-            return ref * (1 + thres) if ref > 0 else ref * (1 - thres)
-
-        return bound(self.lower), bound(self.upper)
+        return band_bounds(self.reference, self.lower, self.upper)
 
 
 @dataclass
