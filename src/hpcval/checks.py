@@ -38,6 +38,16 @@ def class_names(*directories: str | Path) -> set[str]:
     return {cls.name for file in check_files(*directories) for cls in _class_defs(file)}
 
 
+def class_areas(directory: str | Path) -> dict[str, str]:
+    """Each class of ``<directory>/<area>/*.py`` with its area (the folder),
+    read with :mod:`ast`."""
+    areas: dict[str, str] = {}
+    for file in sorted(Path(directory).glob("*/*.py")):
+        for cls in _class_defs(file):
+            areas.setdefault(cls.name, file.parent.name)
+    return areas
+
+
 def class_attributes(*directories: str | Path) -> dict[str, tuple[list[str], set[str]]]:
     """For every class defined in the Python files below ``directories``
     (read with :mod:`ast`, nothing imported): its base class names and the

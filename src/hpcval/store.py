@@ -183,7 +183,7 @@ def _finite(values: Any) -> list[float]:
 
 def records_from_report(report: Any, run_id: str, site: str,
                         provenance: dict[str, Any] | None = None) -> RunRecord:
-    """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.report`)
+    """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.runreport`)
     and the samples files its cases left in their output directories."""
     s = report.session
     failed = bool(report.failures)
@@ -430,7 +430,7 @@ class Store:
         """Make the database anew from the run reports; the old file (if any)
         is kept aside as ``history.sqlite.<time>-<random>.broken``. Returns the number
         of runs stored, the reports that could not be read, and the old file."""
-        from hpcval.report import load_run_report
+        from hpcval.runreport import load_run_report
 
         kept = None
         if self.path.exists():

@@ -2,7 +2,7 @@
 
 The base test stores each figure's samples with its declared direction
 (``hpcval-samples.json``); the results store, ``hpcval compare`` and
-``hpcval references capture`` must take that direction, never one guessed
+``hpcval references capture`` and the report must take that direction, never one guessed
 from the figure's name (``tuned_vs_default`` is a percentage where lower is
 better, which no name rule can know)."""
 
@@ -17,7 +17,7 @@ from hpcval import checks
 from hpcval import references as refs
 from hpcval.compare import _compare_case
 from hpcval.figures import Figure
-from hpcval.report import CaseResult, PerfValue, RunReport
+from hpcval.report import CaseResult, PerfValue, Row, RunReport
 from hpcval.series import write_samples
 from hpcval.store import records_from_report
 
@@ -59,7 +59,7 @@ def _case(tmp_path: Path, check: str, fig: Figure) -> CaseResult:
 
 @pytest.mark.parametrize(("check", "fig"), DECLARED,
                          ids=[f"{c}.{f.name}" for c, f in DECLARED])
-def test_store_compare_and_capture_use_the_declared_direction(
+def test_store_compare_capture_and_report_use_the_declared_direction(
         tmp_path: Path, check: str, fig: Figure) -> None:
     case = _case(tmp_path, check, fig)
     report = RunReport(tmp_path / "run-report.json", {}, [case])
@@ -70,6 +70,8 @@ def test_store_compare_and_capture_use_the_declared_direction(
     captured = refs.capture(report, 0.2, None)[check]["impi"][fig.name]
     worse_side = (None, 0.2) if fig.direction == "lower" else (-0.2, None)
     assert tuple(captured[1:3]) == worse_side
+    # the report of a run with no history yet: the direction stored with the samples
+    assert Row(case, check, "mpi", case.perf[0], "pass", {}).direction() == fig.direction
 
 
 def test_old_data_without_a_stored_direction(tmp_path: Path) -> None:
