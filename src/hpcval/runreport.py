@@ -2,7 +2,7 @@
 figures and where their outputs (series, samples) are kept.
 
 The ground under everything that reads a stored run (the results store, the
-report, comparisons, captured references); nothing here renders.
+report, comparisons, captured references); no page is drawn here.
 """
 
 from __future__ import annotations
