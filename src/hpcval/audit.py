@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.errors import ParseError, SiteError
-from hpcval.references import load_yaml_bounded
+from hpcval.yamlio import load_yaml_bounded
 
 EXPECTATIONS_FILE = "host-expectations.yaml"
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcval.errors import HpcvalError
-from hpcval.figures import better
+from hpcval.figures import stored_direction
 from hpcval.report import CaseResult, RunReport, load_run_report
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
@@ -81,10 +81,14 @@ class SeriesComparison:
     points: list[PointChange] = field(default_factory=list)
     only_in_a: list[float] = field(default_factory=list)
     only_in_b: list[float] = field(default_factory=list)
+    #: ``higher`` or ``lower``: the direction stored with the samples of the
+    #: judged figure read from this column (declared by the check), else the
+    #: unit's (:func:`hpcval.figures.stored_direction`); ``None``: unknown
+    better: str | None = None
 
     @property
     def lower_is_better(self) -> bool:
-        return better(self.column, self.unit) == "lower"
+        return self.better == "lower"
 
     def range_points(self, low: float | None, high: float | None) -> list[PointChange]:
         return [p for p in self.points if p.change_pct is not None
@@ -117,7 +121,19 @@ def _judged_series(case: CaseResult) -> dict[str, dict]:
     """The judged figures as a series with one point each (x = 0)."""
     cols = {p.variable: {"unit": p.unit, "points": [[0, p.value]]}
             for p in case.perf if p.value is not None}
-    return {"judged": {"x_label": "variable", "x_unit": "", "columns": cols}} if cols else {}
+    judged = {v: {"column": v, "x": 0} for v in cols}
+    return {"judged": {"x_label": "variable", "x_unit": "", "columns": cols,
+                       "judged": judged}} if cols else {}
+
+
+def _column_direction(spec: dict, column: str, unit: str, samples: dict) -> str | None:
+    """The declared direction of a series column: the one stored with the
+    samples of a judged figure read from it (all that do must agree), else the
+    unit's; ``None`` where neither says."""
+    stored = {samples[v].get("better") for v, where in (spec.get("judged") or {}).items()
+              if isinstance(where, dict) and where.get("column") == column
+              and isinstance(samples.get(v), dict)}
+    return stored_direction(stored.pop() if len(stored) == 1 else None, unit)
 
 
 def _compare_case(ca: CaseResult, cb: CaseResult) -> list[SeriesComparison]:
@@ -126,6 +142,7 @@ def _compare_case(ca: CaseResult, cb: CaseResult) -> list[SeriesComparison]:
     if not sa or not sb:
         # a run whose recorded series are gone (or never were): judged figures only
         sa, sb = _judged_series(ca), _judged_series(cb)
+    samples = cb.samples() or ca.samples()
     for name in [n for n in sa if n in sb]:
         spec_a, spec_b = sa[name], sb[name]
         for col, data_a in spec_a.get("columns", {}).items():
@@ -134,9 +151,11 @@ def _compare_case(ca: CaseResult, cb: CaseResult) -> list[SeriesComparison]:
                 continue
             pa = {float(x): float(y) for x, y in data_a.get("points", []) if y is not None}
             pb = {float(x): float(y) for x, y in data_b.get("points", []) if y is not None}
+            unit = str(data_a.get("unit", ""))
             comp = SeriesComparison(
                 case=ca.display_name, environ=ca.environ, series=name, column=col,
-                unit=str(data_a.get("unit", "")), x_label=str(spec_a.get("x_label", "x")),
+                unit=unit, better=_column_direction(spec_b, col, unit, samples),
+                x_label=str(spec_a.get("x_label", "x")),
                 x_unit=str(spec_a.get("x_unit", "")),
                 points=[PointChange(x, pa[x], pb[x]) for x in sorted(pa) if x in pb],
                 only_in_a=sorted(set(pa) - set(pb)), only_in_b=sorted(set(pb) - set(pa)),
@@ -193,8 +212,10 @@ def _range_text(low: int | None, high: int | None) -> str:
 def _verdict(s: SeriesComparison, mean: float | None) -> str:
     if mean is None or math.isclose(mean, 0.0, abs_tol=0.05):
         return "no change"
-    better = (mean < 0) == s.lower_is_better
     word = ("lower" if mean < 0 else "higher")
+    if s.better is None:
+        return f"{abs(mean):.1f} % {word} in B"
+    better = (mean < 0) == s.lower_is_better
     return f"{abs(mean):.1f} % {word} in B ({'better' if better else 'worse'})"
 
 

@@ -29,7 +29,6 @@ into an error naming the file, the key and the reason:
 
 from __future__ import annotations
 
-import ast
 import difflib
 import math
 import re
@@ -40,7 +39,10 @@ from typing import Any
 
 import yaml
 
+from hpcval import checks
 from hpcval.errors import ReferencesError
+from hpcval.figures import band_bounds, stored_direction, worse_side_band
+from hpcval.yamlio import load_yaml_bounded
 
 REFERENCES_FILE = "references.yaml"
 SPECIAL_INDEX_KEYS = ("$system", "$partition", "$environ")
@@ -61,15 +63,7 @@ class Reference:
 
     def bounds(self) -> tuple[float | None, float | None]:
         """Absolute (low, high) bounds, as ReFrame computes them."""
-
-        def bound(thres: float | None) -> float | None:
-            if thres is None:
-                return None
-            if self.value == 0:
-                return thres
-            return self.value * (1 + thres) if self.value > 0 else self.value * (1 - thres)
-
-        return bound(self.lower), bound(self.upper)
+        return band_bounds(self.value, self.lower, self.upper)
 
     def as_reframe(self) -> Any:
         """The tuple (or xfail object) ReFrame's ``reference`` expects."""
@@ -202,111 +196,6 @@ def _validate_levels(node: Any, depth: int, keys: list[Any], path: str,
         _validate_levels(sub, depth - 1, [*keys, key], path, index)
 
 
-#: Most YAML nodes a file may expand to, aliases followed: a few kilobytes
-#: of nested aliases ("billion laughs") would otherwise expand to billions.
-MAX_YAML_NODES = 100_000
-#: Most aliases (``*name``) a file may use.
-MAX_YAML_ALIASES = 1_000
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, counting aliases as it composes."""
-
-    aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise _TooLarge(f"more than {MAX_YAML_ALIASES} aliases (*name)")
-        return super().compose_node(parent, index)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
-    """Nodes ``node`` stands for once every alias is followed (each shared
-    node counted once per use, computed once)."""
-    if id(node) in memo:
-        return memo[id(node)]
-    if depth > 200:
-        raise _TooLarge("nested more than 200 levels deep")
-    size = 1
-    if isinstance(node, yaml.SequenceNode):
-        size += sum(_expanded_size(n, memo, depth + 1) for n in node.value)
-    elif isinstance(node, yaml.MappingNode):
-        size += sum(_expanded_size(k, memo, depth + 1) + _expanded_size(v, memo, depth + 1)
-                    for k, v in node.value)
-    memo[id(node)] = size
-    if size > MAX_YAML_NODES:
-        raise _TooLarge(f"expands to more than {MAX_YAML_NODES} values once its aliases are "
-                        "followed")
-    return size
-
-
-def _duplicate_key(node: yaml.Node, seen: set[int]) -> tuple[str, int, int] | None:
-    """The first key given twice in one mapping (key, first line, second line):
-    YAML loaders keep the last one silently, hiding the first."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, yaml.MappingNode):
-            lines: dict[str, int] = {}
-            for key, value in current.value:
-                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
-                    if key.value in lines:
-                        return key.value, lines[key.value], key.start_mark.line + 1
-                    lines[key.value] = key.start_mark.line + 1
-                stack.append(value)
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend(current.value)
-    return None
-
-
-def load_yaml_bounded(data: bytes, path: str,
-                      error: Callable[[str, str, str], Exception]) -> Any:
-    """YAML from ``data`` (the bytes of file ``path``), safely and in bounded
-    time and memory: UTF-8 only (a bad byte is named with its offset), at most
-    :data:`MAX_YAML_ALIASES` aliases and :data:`MAX_YAML_NODES` values once
-    aliases are expanded, no key given twice in one mapping. Errors are
-    ``error(path, where, reason)``."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise error(path, f"byte offset {err.start} (line {line})",
-                    f"not UTF-8 (byte 0x{data[err.start]:02x}): save the file as UTF-8") \
-            from None
-    loader = _BoundedLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _expanded_size(node, {})
-        twice = _duplicate_key(node, set())
-        if twice is not None:
-            key, first, second = twice
-            raise error(path, f"line {second}",
-                        f"'{key}' given twice (lines {first} and {second}): keep one")
-        return loader.construct_document(node)
-    except _TooLarge as err:
-        raise error(path, "", f"YAML too large: {err}; write the values out") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise error(path, where, f"not valid YAML: {getattr(err, 'problem', None) or err}") \
-            from None
-    except RecursionError:
-        raise error(path, "", "YAML nested too deeply") from None
-    finally:
-        loader.dispose()
-
-
 _SCOPE = re.compile(r"\*|[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?\Z")
 
 
@@ -327,35 +216,9 @@ def _validate_keys(node: Any, depth: int, keys: list[Any], path: str) -> None:
 
 
 def check_attributes_in(*directories: str | Path) -> dict[str, tuple[list[str], set[str]]]:
-    """For every class defined in the Python files below ``directories``
-    (read with :mod:`ast`, nothing imported): its base class names and the
-    attributes it defines (class-level names, ``self.x = ...`` anywhere)."""
-    classes: dict[str, tuple[list[str], set[str]]] = {}
-    for directory in directories:
-        for file in Path(directory).rglob("*.py"):
-            try:
-                tree = ast.parse(file.read_text(), filename=str(file))
-            except (SyntaxError, OSError, UnicodeDecodeError, ValueError):
-                continue
-            for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-                bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")
-                         for b in cls.bases]
-                names: set[str] = set()
-                for node in ast.walk(cls):
-                    targets: list[Any] = []
-                    if isinstance(node, ast.Assign):
-                        targets = node.targets
-                    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-                        targets = [node.target]
-                    for t in targets:
-                        if isinstance(t, ast.Name):
-                            names.add(t.id)
-                        elif (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                              and t.value.id == "self"):
-                            names.add(t.attr)
-                classes.setdefault(cls.name, (bases, set()))[1].update(names)
-                classes[cls.name][0].extend(b for b in bases if b not in classes[cls.name][0])
-    return classes
+    """:func:`hpcval.checks.class_attributes` (bases and attributes of every
+    class below ``directories``, read with :mod:`ast`)."""
+    return checks.class_attributes(*directories)
 
 
 def _reframe_attributes() -> set[str]:
@@ -499,28 +362,13 @@ def figures_in(directory: str | Path) -> dict[str, dict[str, str | None]]:
     whose figures are declared in the class (``figures = (...)``); checks
     whose figures depend on the test case (a property) or whose file does not
     import are left to the run."""
-    import importlib.util
-    import sys
-
     found: dict[str, dict[str, str | None]] = {}
-    for n, file in enumerate(sorted(Path(directory).rglob("*.py"))):
-        name = f"_hpcval_references_check_{n}_{file.stem}"
-        try:
-            spec = importlib.util.spec_from_file_location(name, file)
-            if spec is None or spec.loader is None:
-                continue
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        except Exception:  # noqa: BLE001 - a check that does not import fails in the run
-            sys.modules.pop(name, None)
+    for cls_name, cls in checks.import_classes(directory).items():
+        figures = getattr(cls, "figures", None)
+        if not isinstance(figures, tuple) or not figures:
             continue
-        for cls_name, cls in vars(module).items():
-            figures = getattr(cls, "figures", None) if isinstance(cls, type) else None
-            if cls_name.startswith("_") or not isinstance(figures, tuple) or not figures:
-                continue
-            if all(hasattr(f, "name") and hasattr(f, "unit") for f in figures):
-                found[cls_name] = {f.name: f.unit for f in figures}
+        if all(hasattr(f, "name") and hasattr(f, "unit") for f in figures):
+            found[cls_name] = {f.name: f.unit for f in figures}
     return found
 
 
@@ -555,15 +403,8 @@ def check_entry_variables(entry: CheckEntry, reported: Mapping[str, str | None],
 
 def check_names_in(directory: str | Path) -> set[str]:
     """Names of the classes defined in the check files below ``directory``
-    (read with :mod:`ast`, nothing is imported)."""
-    names: set[str] = set()
-    for file in Path(directory).rglob("*.py"):
-        try:
-            tree = ast.parse(file.read_text(), filename=str(file))
-        except (SyntaxError, OSError, UnicodeDecodeError):
-            continue
-        names.update(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
-    return names
+    (:func:`hpcval.checks.class_names`: read with :mod:`ast`, nothing imported)."""
+    return checks.class_names(directory)
 
 
 def _lookup_level(level: dict[Any, Any], attr: str, value: Any, path: str,
@@ -687,14 +528,12 @@ def _case_key(case: Any, attr: str) -> Any:
 
 
 def _captured(value: float, tolerance: float, old: Reference | None, unit: str,
-              name: str = "") -> list[Any]:
-    """``[value, lower, upper, unit]``: bounded on the worse side only (a
-    faster run never fails), unless the old reference bounded a side."""
-    from hpcval.figures import lower_is_better
-
-    worse_is_up = lower_is_better(name, unit)
-    lower: float | None = None if worse_is_up else -tolerance
-    upper: float | None = tolerance if worse_is_up else None
+              direction: str | None) -> list[Any]:
+    """``[value, lower, upper, unit]``: bounded on the worse side of the
+    figure's declared ``direction`` only (a faster run never fails), unless
+    the old reference bounded a side; both sides where the direction is
+    unknown (:func:`hpcval.figures.stored_direction`)."""
+    lower, upper = worse_side_band(tolerance, direction)
     if old is not None:
         # Keep a side the site bounded, or left unbounded, on purpose.
         lower = None if old.lower is None else -tolerance
@@ -741,6 +580,7 @@ def capture(report: Any, tolerance: float, existing: ReferencesFile | None) -> d
                                    case.partition)
             except ReferencesError:
                 old_refs = {}
+        samples = case.samples()
         for p in case.perf:
             if p.value is None:
                 continue
@@ -748,8 +588,11 @@ def capture(report: Any, tolerance: float, existing: ReferencesFile | None) -> d
                 raise ReferencesError("", f"{name}.{p.variable}",
                                       f"measured {p.value}: not a number a reference can be "
                                       "taken from; fix the run first")
+            stored = samples.get(p.variable)
+            direction = stored_direction(stored.get("better") if isinstance(stored, dict)
+                                         else None, p.unit)
             node[p.variable] = _captured(p.value, tolerance, old_refs.get(p.variable), p.unit,
-                                         p.variable)
+                                         direction)
     return out
 
 

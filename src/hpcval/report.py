@@ -11,173 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import math
-import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval import sizereport, svgplot
+from hpcval import checks, sizereport, svgplot
 from hpcval.errors import HpcvalError
-from hpcval.series import load_samples, load_series
-
-
-@dataclass(frozen=True)
-class PerfValue:
-    """One judged figure of one test case."""
-
-    variable: str
-    value: float | None
-    reference: float | None
-    lower: float | None
-    upper: float | None
-    unit: str
-    result: str
-
-    def bounds(self) -> tuple[float | None, float | None]:
-        """Absolute bounds, computed as ReFrame does."""
-        ref = self.reference
-
-        def bound(thres: float | None) -> float | None:
-            if thres is None or ref is None:
-                return None
-            if ref == 0:
-                return thres
-            return ref * (1 + thres) if ref > 0 else ref * (1 - thres)
-
-        return bound(self.lower), bound(self.upper)
-
-
-@dataclass
-class CaseResult:
-    """One test case (check × partition × environment) of a run."""
-
-    check: str
-    display_name: str
-    system: str
-    partition: str
-    environ: str
-    result: str
-    fail_phase: str | None
-    fail_reason: str | None
-    mpi_stack: str
-    perf: list[PerfValue]
-    outputdir: str | None
-    stagedir: str | None
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.result in ("pass", "xfail")
-
-    @property
-    def skipped(self) -> bool:
-        return self.result == "skip"
-
-    def series(self) -> dict[str, Any]:
-        """Series the check recorded, from its output or stage directory."""
-        return load_series(self.outputdir, self.stagedir)
-
-    def samples(self) -> dict[str, Any]:
-        """Samples of the judged figures, from its output or stage directory."""
-        return load_samples(self.outputdir, self.stagedir)
-
-
-@dataclass
-class RunReport:
-    """A ReFrame run report, reduced to what hpcval shows."""
-
-    path: Path
-    session: dict[str, Any]
-    cases: list[CaseResult]
-
-    @property
-    def failures(self) -> list[CaseResult]:
-        return [c for c in self.cases if not c.passed and not c.skipped]
-
-    @property
-    def skips(self) -> list[CaseResult]:
-        return [c for c in self.cases if c.skipped]
-
-    def skip_reasons(self) -> list[tuple[str, int]]:
-        """Why cases were skipped: (reason, how many), most frequent first."""
-        counts = Counter(skip_reason(c) for c in self.skips)
-        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-
-    def headline(self) -> str:
-        """``24 passed, 0 failed, 12 skipped: PASS``."""
-        passed = sum(c.passed for c in self.cases)
-        failed = len(self.failures)
-        return (f"{passed} passed, {failed} failed, {len(self.skips)} skipped: "
-                f"{'FAIL' if failed else 'PASS'}")
-
-
-def skip_reason(case: CaseResult) -> str:
-    """A skip's reason, first line, without ReFrame's prefix: from the case's
-    ``skip_reason`` (:class:`hpcval.rfm.HpcvalTest` records it; ReFrame 4.10's
-    report has no reason for a skip), else ReFrame's ``fail_reason``."""
-    reason = (str(case.raw.get("skip_reason") or "") or case.fail_reason
-              or "no reason given").splitlines()[0]
-    for prefix in ("SkipTestError: ", "skipped: "):
-        reason = reason.removeprefix(prefix)
-    return reason.strip() or "no reason given"
-
-
-def load_run_report(path: str | Path) -> RunReport:
-    """Read a ReFrame JSON run report (the last run of each test case counts,
-    so retries replace failures)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise HpcvalError(f"{path}: run report not found") from None
-    except (OSError, ValueError) as err:
-        raise HpcvalError(f"{path}: not a readable ReFrame run report: {err}") from None
-    try:
-        runs = data["runs"]
-        session = data["session_info"]
-    except (KeyError, TypeError):
-        raise HpcvalError(f"{path}: not a ReFrame run report (no 'runs'/'session_info')") \
-            from None
-    latest: dict[str, dict[str, Any]] = {}
-    try:
-        for run in runs:
-            for tc in run.get("testcases", []):
-                key = f"{tc.get('unique_name')}@{tc.get('system')}:{tc.get('partition')}+" \
-                      f"{tc.get('environ')}"
-                latest[key] = tc
-        cases = [_case(tc) for tc in latest.values()]
-    except (AttributeError, TypeError, ValueError) as err:
-        raise HpcvalError(f"{path}: not a ReFrame run report (runs/testcases of the wrong "
-                          f"shape: {err})") from None
-    return RunReport(path, session, cases)
-
-
-def _case(tc: dict[str, Any]) -> CaseResult:
-    perf = []
-    for key, vals in (tc.get("perfvalues") or {}).items():
-        var = key.rsplit(":", 1)[-1]
-        value, ref, lower, upper, unit, result = (list(vals) + [None] * 6)[:6]
-        perf.append(PerfValue(var, value, ref, lower, upper, unit or "", result or "?"))
-    display = tc.get("display_name") or tc.get("name", "?")
-    return CaseResult(
-        check=display.split()[0],
-        display_name=display,
-        system=tc.get("system", "?"),
-        partition=tc.get("partition", "?"),
-        environ=tc.get("environ", "?"),
-        result=tc.get("result", "?"),
-        fail_phase=tc.get("fail_phase"),
-        fail_reason=tc.get("fail_reason"),
-        mpi_stack=str(tc.get("mpi_stack", "")),
-        perf=perf,
-        outputdir=tc.get("outputdir"),
-        stagedir=tc.get("stagedir"),
-        raw=tc,
-    )
+from hpcval.figures import BETTER, stored_direction
+from hpcval.runreport import CaseResult as CaseResult
+from hpcval.runreport import PerfValue as PerfValue
+from hpcval.runreport import RunReport as RunReport
+from hpcval.runreport import load_run_report as load_run_report
+from hpcval.runreport import skip_reason as skip_reason
 
 
 def num(value: Any) -> str:
@@ -210,19 +58,14 @@ def band_text(p: PerfValue) -> str:
 
 # -- areas: the folders of reframe-checks/ ---------------------------------
 
-_CLASS = re.compile(r"^class (\w+)\(", re.M)
 #: The order areas are shown in when nothing failed.
 AREAS = ("mpi", "memory", "io", "apps", "host")
 
 
 def check_areas(checks_dir: Path) -> dict[str, str]:
-    """Each check class of ``reframe-checks/<area>/*.py`` with its area."""
-    areas: dict[str, str] = {}
-    for file in sorted(Path(checks_dir).glob("*/*.py")):
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            for name in _CLASS.findall(file.read_text()):
-                areas.setdefault(name, file.parent.name)
-    return areas
+    """Each check class of ``reframe-checks/<area>/*.py`` with its area
+    (:func:`hpcval.checks.class_areas`)."""
+    return checks.class_areas(checks_dir)
 
 
 def area_of(check: str, filename: str | None, areas: dict[str, str]) -> str:
@@ -342,8 +185,18 @@ class Row:
         """The contract band cannot fail (see :func:`loose_band`)."""
         if self.perf is None:
             return False
+        return loose_band(self.perf, self.direction(), self.spread())
+
+    def direction(self) -> str | None:
+        """The figure's declared direction: its verdict's, its stored series',
+        else the one stored with its samples in this run (or its unit's,
+        :func:`hpcval.figures.stored_direction`)."""
         better = self.detail.get("better") or (self.series.better if self.series else None)
-        return loose_band(self.perf, better, self.spread())
+        if better in BETTER or self.perf is None:
+            return better
+        stored = self.case.samples().get(self.perf.variable)
+        return stored_direction(stored.get("better") if isinstance(stored, dict) else None,
+                                self.perf.unit)
 
     def log(self) -> str | None:
         return log_path(self.case)
@@ -352,7 +205,10 @@ class Row:
 def loose_band(p: PerfValue, better: str | None, spread: float | None) -> bool:
     """The contract band on the figure's worse side lies more than
     :data:`LOOSE_SPREADS` run-to-run spreads (sd of log run medians) from the
-    value, or is open on that side: the band cannot fail. Before a spread can
+    value, or is open on that side: the band cannot fail. ``better`` is the
+    figure's declared direction; without one (a run stored without its
+    samples, in a unit with no direction) the band's open side is taken as
+    the better one. Before a spread can
     be measured (3 earlier runs), a bound :data:`LOOSE_FACTOR` times or more
     away from the value is loose (only a collapse of the figure fails it)."""
     if not isinstance(p.value, int | float) or p.value <= 0:

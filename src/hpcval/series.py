@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.errors import HpcvalError
-from hpcval.figures import BETTER, better
+from hpcval.figures import BETTER
 
 SERIES_FILE = "hpcval-series.json"
 SAMPLES_FILE = "hpcval-samples.json"
@@ -53,13 +53,13 @@ def write_series(directory: str | Path, name: str, x_label: str, x_unit: str,
 
 
 def write_samples(directory: str | Path, variable: str, values: list[float], unit: str,
-                  direction: str | None = None) -> Path:
-    """Store the samples of one figure: ``{"<variable>": {"unit", "better",
-    "samples"}}`` in ``hpcval-samples.json``."""
-    if direction is not None and direction not in BETTER:
+                  direction: str) -> Path:
+    """Store the samples of one figure with its declared direction:
+    ``{"<variable>": {"unit", "better", "samples"}}`` in ``hpcval-samples.json``."""
+    if direction not in BETTER:
         raise HpcvalError(f"{variable}: better must be one of {BETTER}, not {direction!r}")
     path = Path(directory) / SAMPLES_FILE
-    _update(path, variable, {"unit": unit, "better": direction or better(variable, unit),
+    _update(path, variable, {"unit": unit, "better": direction,
                              "samples": [float(v) for v in values]})
     return path
 

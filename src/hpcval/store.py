@@ -16,6 +16,10 @@ Schema (one row per):
   environment, MPI stack, software spec, result, failure phase and reason;
 - ``figures``: judged figure of a case: value (the median of its samples),
   unit, direction, the samples themselves, reference band, band result;
+  the direction is the one stored with the samples (declared by the check);
+  a figure stored before directions were (no samples file) takes its unit's
+  (times lower, bandwidths and rates higher) and is left out where the unit
+  does not say (``%``, ``fraction``): no name is read to guess it;
 - ``verdicts``: the statistical verdict of a figure against its history.
 """
 
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.errors import HpcvalError, StoreError
+from hpcval.figures import stored_direction
 from hpcval.fileio import os_fault, unused_name
 from hpcval.series import load_samples
 
@@ -178,10 +183,8 @@ def _finite(values: Any) -> list[float]:
 
 def records_from_report(report: Any, run_id: str, site: str,
                         provenance: dict[str, Any] | None = None) -> RunRecord:
-    """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.report`)
+    """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.runreport`)
     and the samples files its cases left in their output directories."""
-    from hpcval.figures import better
-
     s = report.session
     failed = bool(report.failures)
     prov = {"hostname": s.get("hostname"), "reframe": s.get("version"),
@@ -208,8 +211,11 @@ def records_from_report(report: Any, run_id: str, site: str,
             vals = _finite(sdata.get("samples"))
             if not vals and value is not None:
                 vals = [value]
-            direction = sdata.get("better") if sdata.get("better") in ("higher", "lower") \
-                else better(p.variable, p.unit)
+            direction = stored_direction(sdata.get("better"), p.unit)
+            if direction is None:
+                # stored before directions were: without its declared direction a
+                # figure cannot be judged, and its name is not read to guess one
+                continue
             rec.figures.append(FigureRecord(p.variable, p.unit, direction, value, vals,
                                             p.reference, p.lower, p.upper, p.result))
         run.cases.append(rec)
@@ -424,7 +430,7 @@ class Store:
         """Make the database anew from the run reports; the old file (if any)
         is kept aside as ``history.sqlite.<time>-<random>.broken``. Returns the number
         of runs stored, the reports that could not be read, and the old file."""
-        from hpcval.report import load_run_report
+        from hpcval.runreport import load_run_report
 
         kept = None
         if self.path.exists():

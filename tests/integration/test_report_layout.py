@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from history_maker import Change, make_history, many_cases
 
-from hpcval import trend
+from hpcval import trend, trendpage
 from hpcval.report import RunHistory, check_areas, load_run_report, write_html
 from hpcval.store import Store
 
@@ -160,8 +160,8 @@ def history_pages(tmp_path_factory) -> dict[str, Path]:
                       RunHistory.load(hist.site, run_id, report))
     store = Store(hist.site.history_db)
     areas = check_areas(hist.site.root / "reframe-checks")
-    (tmp / "trend.html").write_text(trend.dashboard(trend.build(store.history()), "demo", store,
-                                                    areas))
+    (tmp / "trend.html").write_text(trendpage.dashboard(trend.build(store.history()), "demo",
+                                                        store, areas))
     return {"report": page, "trend": tmp / "trend.html"}
 
 
@@ -194,7 +194,7 @@ def test_500_figures_by_60_runs_trend_page(tmp_path) -> None:
     series = trend.build(store.history())
     assert len(series) == 500 and {len(s.points) for s in series} == {60}
     page = tmp_path / "trend.html"
-    page.write_text(trend.dashboard(series, "demo", store,
+    page.write_text(trendpage.dashboard(series, "demo", store,
                                     check_areas(hist.site.root / "reframe-checks")))
     assert page.stat().st_size < 500 * 12_000  # a few kilobytes per figure, plot included
     seen = _probe(page, DESKTOP)

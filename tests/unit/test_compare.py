@@ -132,18 +132,26 @@ def test_command_prints_and_writes_html(runs: tuple[Path, Path], tmp_path: Path)
     assert out.is_file() and "A/B comparison" in out.read_text()
 
 
-@pytest.mark.parametrize(("column", "unit", "lower"), [
-    ("output_share", "fraction", True),        # cfdio: share of the run spent writing
-    ("cache_resident", "fraction", True),
-    ("output_cost", "s", True),
-    ("lat_8B", "us", True),
-    ("stencil_fraction_of_triad", "fraction", False),
-    ("write_bw", "MB/s", False),
-    ("t_avg_usec", "usec", True),
+@pytest.mark.parametrize(("column", "unit", "declared", "lower"), [
+    ("output_share", "fraction", "lower", True),   # cfdio: share of the run spent writing
+    ("cache_resident", "fraction", "lower", True),
+    ("output_cost", "s", "lower", True),
+    ("lat_8B", "us", "lower", True),
+    ("stencil_fraction_of_triad", "fraction", "higher", False),
+    ("write_bw", "MB/s", "higher", False),
+    ("tuned_vs_default", "%", "lower", True),      # no name rule could know this one
+    ("t_avg_usec", "usec", None, True),            # a series column no figure judges: its unit
 ])
-def test_direction_by_unit_and_name(column: str, unit: str, lower: bool) -> None:
-    from hpcval.compare import SeriesComparison
+def test_direction_as_declared_else_by_unit(tmp_path: Path, column: str, unit: str,
+                                           declared: str | None, lower: bool) -> None:
+    from hpcval.compare import _compare_case
+    from hpcval.report import CaseResult, PerfValue
+    from hpcval.series import write_samples
 
-    s = SeriesComparison(case="c", environ="e", series="judged", column=column, unit=unit,
-                         x_label="variable", x_unit="")
+    if declared:  # what the base test stores with the samples of a declared figure
+        write_samples(tmp_path, column, [1.0, 1.1, 0.9, 1.0, 1.0], unit, declared)
+    case = CaseResult("c", "c", "s", "p", "e", "pass", None, None, "mpi",
+                      [PerfValue(column, 1.0, None, None, None, unit, "pass")], str(tmp_path),
+                      None, {})
+    (s,) = _compare_case(case, case)
     assert s.lower_is_better is lower

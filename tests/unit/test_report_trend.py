@@ -8,7 +8,7 @@ import re
 import pytest
 from history_maker import Case, Change, Fig, make_history, write_run
 
-from hpcval import trend
+from hpcval import trend, trendpage
 from hpcval.cli import main
 from hpcval.report import check_areas, load_run_report
 from hpcval.store import Store
@@ -30,7 +30,8 @@ def stepped(tmp_path_factory):
     store_and_judge(hist.site, run_id, load_run_report(path))
     store = Store(hist.site.history_db)
     series = trend.build(store.history())
-    page = trend.dashboard(series, "demo", store, check_areas(hist.site.root / "reframe-checks"))
+    page = trendpage.dashboard(series, "demo", store,
+                               check_areas(hist.site.root / "reframe-checks"))
     return hist, series, page
 
 

@@ -121,3 +121,15 @@ def test_html_page_names_the_culprit_once_with_its_evidence() -> None:
     page = report.html_page(result)
     assert "<b>node lab-n3</b>: PingPong 1 MiB" in page
     assert "lab-n3: lab-n3" not in page
+
+
+def test_vet_figures_use_the_figure_vocabulary() -> None:
+    """A vetted figure's direction is checked like a check's: one of higher
+    or lower, and never against its unit's kind."""
+    from hpcval.vet.judge import FigureSpec
+
+    with pytest.raises(ValueError, match="better must be one of"):
+        FigureSpec("x_bw", "x", "MB/s", "faster", 0.1)
+    with pytest.raises(ValueError, match="MB/s is better lower"):
+        FigureSpec("x_bw", "x", "MB/s", "lower", 0.1)
+    assert FigureSpec("x_lat", "x", "us", "lower", 0.1).worse(1.2, 1.0) == pytest.approx(0.2)

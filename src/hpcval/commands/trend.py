@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpcval import trend
+from hpcval import trend, trendpage
 from hpcval.errors import InputError
 from hpcval.fileio import atomic_write
 from hpcval.report import check_areas
@@ -42,7 +42,8 @@ def _run(args: argparse.Namespace) -> int:
     print(trend.text(series), end="")
     out = args.html or site.html_dir / "trend.html"
     areas = check_areas(site.root / "reframe-checks")
-    atomic_write(out, trend.dashboard(series, site.name, store, areas), "writing the trend page")
+    atomic_write(out, trendpage.dashboard(series, site.name, store, areas),
+                 "writing the trend page")
     print(f"HTML: {out}")
     worse = [s for s in series if s.worse_now]
     return 1 if worse else 0

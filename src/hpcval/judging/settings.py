@@ -100,7 +100,7 @@ class JudgingSettings:
             return cls()
         except OSError as err:
             raise InputError(f"{path}: cannot read ({err.strerror})") from None
-        from hpcval.references import load_yaml_bounded
+        from hpcval.yamlio import load_yaml_bounded
 
         def error(where_path: str, where: str, reason: str) -> InputError:
             return InputError(f"{where_path}:{f' {where}:' if where else ''} {reason}")

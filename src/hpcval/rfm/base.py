@@ -31,8 +31,8 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.launchers import JobLauncher
 
+from hpcval import checks, topology
 from hpcval import references as refs
-from hpcval import topology
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
@@ -73,12 +73,7 @@ class ConfigFailure(ReframeError):
 
 
 def _known_check_names(test: Any) -> set[str]:
-    names: set[str] = set()
-    stack = list(HpcvalTest.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        names.add(cls.__name__)
-        stack.extend(cls.__subclasses__())
+    names = {cls.__name__ for cls in checks.subclasses(HpcvalTest)}
     dirs = {Path(test.prefix)}
     try:
         dirs.add(project_root() / "reframe-checks")
@@ -764,10 +759,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         return median(self.figure_samples()[name])
 
     def record_samples(self, variable: str, values: list[float], unit: str,
-                       better: str | None = None) -> None:
+                       better: str) -> None:
         """Store the samples of a judged figure in ``hpcval-samples.json`` (kept
-        with the run); ``better`` (``higher``/``lower``) defaults from the
-        figure's name and unit (:func:`hpcval.figures.better`)."""
+        with the run) with its declared direction ``better`` (``higher``/``lower``,
+        :attr:`hpcval.figures.Figure.direction`)."""
         try:
             path = write_samples(self.stagedir, variable, values, unit, better)
         except HpcvalError as err:

@@ -31,10 +31,13 @@ COLUMN_UNITS = {"t_usec": "us", "t_avg_usec": "us", "t_min_usec": "us", "t_max_u
                 "t_cpu_usec": "us", "t_ovrl_usec": "us", "t_pure_usec": "us"}
 
 
-def figure(variable: str, benchmark: str, size: int, column: str) -> Figure:
+def figure(variable: str, benchmark: str, size: int, column: str,
+           better: str | None = None) -> Figure:
     """A judged IMB figure: ``column`` of ``benchmark``'s table at ``size``
-    bytes (at the job's full process count)."""
-    return Figure(variable, COLUMN_UNITS[column], column=column, x=size, table=benchmark)
+    bytes (at the job's full process count); ``better`` where the column's
+    unit does not say (a percentage)."""
+    return Figure(variable, COLUMN_UNITS[column], column=column, x=size, table=benchmark,
+                  better=better)
 
 
 class ImbBase(HpcvalTest, rfm.RunOnlyRegressionTest):

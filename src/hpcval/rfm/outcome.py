@@ -19,13 +19,19 @@ the later launches of the job are skipped (the check fails anyway).
 
 from __future__ import annotations
 
-import math
 import re
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+# what no measurement can be is a fact of the figure vocabulary (hpcval.figures)
+from hpcval.figures import BANDWIDTH_UNITS as BANDWIDTH_UNITS
+from hpcval.figures import DEFAULT_MAX_BANDWIDTH_MBS as DEFAULT_MAX_BANDWIDTH_MBS
+from hpcval.figures import TIME_UNITS as TIME_UNITS
+from hpcval.figures import impossible_figure as impossible_figure
+from hpcval.figures import impossible_figures as impossible_figures
 
 LAUNCH_SCRIPT = "hpcval-launch.sh"
 LAUNCH_STATUS = "hpcval-launch-status"
@@ -289,60 +295,3 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
     # that share its output files write there)
     tail = stderr_tail(stderr) or (stderr_tail(job_stderr) if stderr != job_stderr else "")
     return "; ".join(causes) + (f"; stderr: {tail}" if tail else "")
-
-
-#: Units of times: a measured time is never negative.
-TIME_UNITS = {"ns", "us", "usec", "ms", "s", "sec", "min", "h"}
-
-#: Bandwidth units in MB/s (10^6 bytes per second), for the ceiling.
-BANDWIDTH_UNITS: dict[str, float] = {
-    "B/s": 1e-6, "KB/s": 1e-3, "MB/s": 1.0, "GB/s": 1e3, "TB/s": 1e6,
-    "KiB/s": 1.024e-3, "MiB/s": 1.048576, "GiB/s": 1073.741824, "Mbytes/sec": 1.0,
-    "Gb/s": 125.0, "Mb/s": 0.125, "Gbit/s": 125.0, "Mbit/s": 0.125,
-}
-
-#: Default ceiling of a bandwidth figure, in MB/s: 10 TB/s, beyond any
-#: memory or network transport of a node today. A partition sets its own with
-#: ``extras.max_bandwidth_mbs`` (e.g. a 1 GbE lab link: 125).
-DEFAULT_MAX_BANDWIDTH_MBS = 1e7
-
-#: Figures that may go below zero: differences of two measured times.
-_SIGNED = re.compile(r"cost|overhead|change|delta|diff|gain|saving", re.IGNORECASE)
-
-
-def impossible_figure(name: str, value: object, unit: str | None,
-                      max_bandwidth_mbs: float = DEFAULT_MAX_BANDWIDTH_MBS) -> str | None:
-    """Why a figure cannot be a measurement (not a number, not finite,
-    a negative time or bandwidth, a bandwidth above the ceiling), or ``None``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"{name} = {value!r} is not a number"
-    if not math.isfinite(value):
-        return f"{name} = {value} {unit or ''} is not finite".replace("  ", " ")
-    unit = unit or ""
-    signed = bool(_SIGNED.search(name))
-    if value < 0 and not signed and (unit in TIME_UNITS or unit in BANDWIDTH_UNITS
-                                     or unit == "%"):
-        return f"{name} = {value:g} {unit} is negative: a {_kind(unit)} cannot be"
-    if unit in BANDWIDTH_UNITS and value * BANDWIDTH_UNITS[unit] > max_bandwidth_mbs:
-        return (f"{name} = {value:g} {unit} is above the ceiling of {max_bandwidth_mbs:g} MB/s "
-                "for this partition (extras.max_bandwidth_mbs): not a measurement")
-    return None
-
-
-def _kind(unit: str) -> str:
-    if unit in TIME_UNITS:
-        return "time"
-    if unit in BANDWIDTH_UNITS:
-        return "bandwidth"
-    return "share"
-
-
-def impossible_figures(values: Mapping[str, tuple[object, str | None]],
-                       max_bandwidth_mbs: float = DEFAULT_MAX_BANDWIDTH_MBS) -> list[str]:
-    """:func:`impossible_figure` over ``{name: (value, unit)}``."""
-    found = []
-    for name, (value, unit) in values.items():
-        why = impossible_figure(name, value, unit, max_bandwidth_mbs)
-        if why:
-            found.append(why)
-    return found

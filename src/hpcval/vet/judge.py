@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+from hpcval.figures import check_direction, unit_direction, worse_change
 from hpcval.vet.schedule import Pair
 
 
@@ -43,6 +44,11 @@ class FigureSpec:
     #: interference only ever lowers (STREAM reports its best repetition too)
     summary: str = "median"
 
+    def __post_init__(self) -> None:
+        check_direction(self.better, f"vet figure {self.name}")
+        if unit_direction(self.unit) not in (None, self.better):
+            raise ValueError(f"vet figure {self.name}: {self.unit} is better {self.better}?")
+
     def of(self, samples: Sequence[float]) -> float:
         if self.summary == "best":
             return float(max(samples) if self.better == "higher" else min(samples))
@@ -52,8 +58,7 @@ class FigureSpec:
         """Relative deviation towards 'worse' (0.3 = 30 % worse than center)."""
         if center == 0:
             return 0.0
-        rel = (value - center) / abs(center)
-        return -rel if self.better == "higher" else rel
+        return worse_change((value - center) / abs(center), self.better)
 
 
 #: The figures ``hpcval vet`` measures.

@@ -1,0 +1,110 @@
+"""The package's layering: no import circle among hpcval modules, and the
+statistics (``hpcval.judging``) import nothing above them.
+
+Every ``import`` is counted, at module level or inside a function: a lazy
+import that closes a circle is still a circle (it only moves the failure to
+run time)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+#: A circle still to be cut (the GPU audit reuses the host audit's matching,
+#: the host audit names the GPU settings); the list must shrink, never grow:
+#: the test fails on a new circle and on one that is gone but still listed.
+KNOWN_CIRCLES = {
+    frozenset({"hpcval.audit", "hpcval.gpu_audit"}),
+}
+
+#: The ground floor judging may stand on: modules that import nothing of hpcval
+#: but each other.
+GROUND = {"hpcval.errors", "hpcval.yamlio", "hpcval.figures"}
+
+
+def _module_name(file: Path) -> str:
+    parts = list(file.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """``{module: the hpcval modules it imports}`` (a package's ``__init__``
+    counts as the package)."""
+    files = {_module_name(f): f for f in SRC.joinpath("hpcval").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, file in files.items():
+        package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(file.read_text(), filename=str(file))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([base] if base else [])])
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if sub in files else base)
+        graph[name] = {m for m in found if m in files and m != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle, as the modules along it, or ``None``."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_graph_sees_imports() -> None:
+    """The walk finds real edges (else the tests below pass on nothing)."""
+    graph = _imports()
+    assert "hpcval.yamlio" in graph["hpcval.audit"]
+    assert "hpcval.judging.verdict" in graph["hpcval.judging"]
+
+
+def test_no_import_circle() -> None:
+    graph = _imports()
+    # package __init__ files re-export their modules: a module importing its
+    # own package is the package's business, not a circle of concerns
+    graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+    found = set()
+    while (circle := _cycle(graph)) is not None:
+        found.add(frozenset(circle))
+        graph[circle[-2]].discard(circle[-1])  # cut it, look for the next
+    assert frozenset({"hpcval.audit", "hpcval.references"}) not in found
+    assert found == KNOWN_CIRCLES
+
+
+def test_a_circle_is_found() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_judging_imports_nothing_above_it() -> None:
+    above = {m: sorted(d for d in deps if not d.startswith("hpcval.judging") and d not in GROUND)
+             for m, deps in _imports().items() if m.startswith("hpcval.judging")}
+    assert {m: d for m, d in above.items() if d} == {}
+    ground = _imports()
+    assert {m: sorted(ground[m] - GROUND) for m in GROUND} == {m: [] for m in GROUND}
