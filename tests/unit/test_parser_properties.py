@@ -79,6 +79,12 @@ def _wrf_namelist(text: str) -> None:
 
 
 def _stream(text: str) -> None:
+    for run in stream.parse_stream_runs(text, "p"):
+        assert run.line >= 1
+        try:
+            stream.check_complete(run).rate("Triad")
+        except ParseError:
+            pass
     result = stream.check_complete(stream.parse_stream(text, "p"))
     for kernel in stream.KERNELS:
         result.rate(kernel)
