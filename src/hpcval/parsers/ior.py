@@ -184,10 +184,11 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        if err.msg == "Extra data" and len(_json_documents(text)) > 1:
-            raise _fail(source, f"{len(_json_documents(text))} IOR JSON summaries appended in "
-                                "one file (one per run): read it with parse_ior_json_runs, "
-                                "which keeps each run apart") from None
+        runs = len(_json_documents(text)) if err.msg == "Extra data" else 0
+        if runs > 1:
+            raise _fail(source, f"{runs} IOR JSON summaries appended in one file (one per "
+                                "run): read it with parse_ior_json_runs, which keeps each run "
+                                "apart") from None
         cut = "Results" in text and '"summary"' not in text
         reason = ("IOR stopped before its summary (the file ends inside the results): "
                   "the run failed; see its output for IOR's ERROR lines" if cut
