@@ -276,3 +276,20 @@ def test_appended_json_summaries() -> None:
     assert [list(r) for r in parse_ior_json_runs(fpp)] == [[0]]
     with pytest.raises(ParseError, match=r"j.json \(run 2 of 2\).*no read operation"):
         parse_ior_json_runs(fpp + load("posix_shared_2_write_only.json"), "j.json")
+
+
+def test_appended_write_runs_then_read_runs() -> None:
+    """Twenty IOR 3.2 runs in one output: ten writing, then ten reading their
+    files back, each run with one operation of its own."""
+    from hpcval.parsers.ior import parse_ior_text_runs
+
+    name = "appended_runs_ior_3.2_write_then_read.out"
+    runs = parse_ior_text_runs(load(name), name)
+    assert len(runs) == 20 and (runs[0].line, runs[-1].line) == (21, 883)
+    assert all(list(r.tests[0]) == ["write"] for r in runs[:10])
+    assert all(list(r.tests[0]) == ["read"] for r in runs[10:])
+    assert runs[0].tests[0]["write"]["max"] == runs[0].tests[0]["write"]["max_line"] == 91.52
+    assert runs[10].tests[0]["read"]["max"] == 261.32
+    assert "-a POSIX -r" in str(runs[10].command_line)
+    with pytest.raises(ParseError, match=rf"^{name}: 20 IOR runs appended in one output"):
+        parse_ior_text(load(name), name)
