@@ -180,3 +180,116 @@ def test_a_max_line_that_is_not_a_number_names_its_line(figure: str) -> None:
     with pytest.raises(ParseError, match=rf"s.txt: line 47: not a number in 'Max Write: "
                                          rf"{figure.replace('.', '[.]')} MiB/sec"):
         parse_ior_text_tests(broken, "s.txt")
+
+
+# --- several IOR runs appended in one output (each with its own banner and TestID 0) ---
+
+APPENDED = "appended_runs_ior_3.3.out"
+
+
+def test_appended_runs_are_read_as_separate_runs() -> None:
+    """Ten IOR 3.3 runs (one per API and layout) appended to one job output by
+    XDMoD's IOR application kernel (tests/data/ior/README.md): every run is
+    its own, with its own summary and its own Max Write/Max Read lines."""
+    from hpcval.parsers.ior import parse_ior_text_runs
+
+    runs = parse_ior_text_runs(load(APPENDED), APPENDED)
+    assert [r.line for r in runs] == [24, 77, 130, 183, 236, 289, 342, 395, 448, 501]
+    assert all(sorted(r.tests) == [0] for r in runs)
+    first, last = runs[0].tests[0], runs[-1].tests[0]
+    assert runs[0].command_line is not None and runs[0].command_line.endswith(
+        "-b 200m -t 20m -a POSIX -o /scratch/01482/xdtas/ior.9BzrhiNHI/ior_test_file__a_POSIX")
+    assert "-a NCMPI -c" in str(runs[-1].command_line)
+    # each run's own figures: its summary rows and its own Max lines
+    assert first["write"] == {"max": 426.77, "min": 426.77, "mean": 426.77, "stddev": 0.0,
+                              "max_line": 426.77}
+    assert first["read"]["max"] == first["read"]["max_line"] == 332.55
+    assert last["write"]["max"] == last["write"]["max_line"] == 229.05
+    assert last["read"]["max"] == last["read"]["max_line"] == 240.25
+    for run in runs:
+        for op in ("write", "read"):
+            assert run.tests[0][op]["max"] == run.tests[0][op]["max_line"]
+
+
+def test_appended_runs_are_never_merged_by_the_one_run_readers() -> None:
+    """The first run's summary with the last run's Max Write was read before;
+    now the one-run readers refuse in one line naming the file and the way out."""
+    from hpcval.parsers.ior import parse_ior_text_tests
+
+    text = load(APPENDED)
+    for reader in (parse_ior_text, parse_ior_text_tests):
+        with pytest.raises(ParseError) as err:
+            reader(text, APPENDED)
+        message = str(err.value)
+        assert "\n" not in message
+        assert message.startswith(f"{APPENDED}: 10 IOR runs appended in one output (banners "
+                                  "at lines 24, 77, 130")
+        assert "parse_ior_text_runs" in message
+
+
+def test_one_run_reads_the_same_as_one_run_of_several() -> None:
+    """A file of one run is one run for parse_ior_text_runs; cutting a run out
+    of the appended output reads what the run reader gives for it."""
+    from hpcval.parsers.ior import parse_ior_text_runs
+
+    single = parse_ior_text_runs(load("posix_fpp_2_verbose.txt"))
+    assert len(single) == 1 and single[0].tests[0] == {0: parse_ior_text(
+        load("posix_fpp_2_verbose.txt"))}[0]
+    text = load(APPENDED)
+    lines = text.splitlines(keepends=True)
+    third = "".join(lines[129:182])  # run 3: its banner (line 130) to before run 4's
+    assert parse_ior_text(third) == parse_ior_text_runs(text)[2].tests[0]
+
+
+def test_a_failed_or_cut_run_among_appended_runs_names_the_run() -> None:
+    from hpcval.parsers.ior import parse_ior_text_runs
+
+    text = load(APPENDED)
+    cut = text[:text.index("Summary of all tests", text.index("ior_test_file__a_MPIIO__c"))]
+    with pytest.raises(ParseError, match=r"a.out \(run 4 of 4, banner at line 183\): no "
+                                         r"'Summary of all tests'"):
+        parse_ior_text_runs(cut, "a.out")
+    row = "write         115.87     115.87"
+    broken = text.replace(row, "write         115.x7     115.87")
+    with pytest.raises(ParseError, match=r"run 4 of 10, banner at line 183\): line 228: "
+                                         r"not a number in summary row"):
+        parse_ior_text_runs(broken, "a.out")
+
+
+def test_appended_json_summaries() -> None:
+    """IOR JSON summaries written one after another (runs appended to one file):
+    refused by the one-summary readers, read run by run by parse_ior_json_runs.
+    Constructed from two real summaries of tests/data/ior."""
+    from hpcval.parsers.ior import parse_ior_json_runs, parse_ior_json_tests
+
+    fpp, shared = load("posix_fpp_2.json"), load("mpiio_shared_2.json")
+    text = fpp + shared
+    for reader in (parse_ior_json, parse_ior_json_tests):
+        with pytest.raises(ParseError, match=r"^j.json: 2 IOR JSON summaries appended in one "
+                                             r"file \(one per run\): read it with "
+                                             r"parse_ior_json_runs"):
+            reader(text, "j.json")
+    runs = parse_ior_json_runs(text, "j.json")
+    assert [r[0].layout for r in runs] == ["file-per-process", "shared"]
+    assert runs[0][0].max_mib("write") == parse_ior_json(fpp).max_mib("write")
+    assert runs[1][0].max_mib("read") == parse_ior_json(shared).max_mib("read")
+    assert [list(r) for r in parse_ior_json_runs(fpp)] == [[0]]
+    with pytest.raises(ParseError, match=r"j.json \(run 2 of 2\).*no read operation"):
+        parse_ior_json_runs(fpp + load("posix_shared_2_write_only.json"), "j.json")
+
+
+def test_appended_write_runs_then_read_runs() -> None:
+    """Twenty IOR 3.2 runs in one output: ten writing, then ten reading their
+    files back, each run with one operation of its own."""
+    from hpcval.parsers.ior import parse_ior_text_runs
+
+    name = "appended_runs_ior_3.2_write_then_read.out"
+    runs = parse_ior_text_runs(load(name), name)
+    assert len(runs) == 20 and (runs[0].line, runs[-1].line) == (21, 883)
+    assert all(list(r.tests[0]) == ["write"] for r in runs[:10])
+    assert all(list(r.tests[0]) == ["read"] for r in runs[10:])
+    assert runs[0].tests[0]["write"]["max"] == runs[0].tests[0]["write"]["max_line"] == 91.52
+    assert runs[10].tests[0]["read"]["max"] == 261.32
+    assert "-a POSIX -r" in str(runs[10].command_line)
+    with pytest.raises(ParseError, match=rf"^{name}: 20 IOR runs appended in one output"):
+        parse_ior_text(load(name), name)

@@ -49,6 +49,9 @@ def _omb(text: str) -> None:
 
 
 def _ior_json(text: str) -> None:
+    for run in ior.parse_ior_json_runs(text, "p", require=()):
+        for result in run.values():
+            assert result.layout in ("shared", "file-per-process")
     for result in ior.parse_ior_json_tests(text, "p", require=()).values():
         for name in result.operations:
             result.max_mib(name)
@@ -57,6 +60,8 @@ def _ior_json(text: str) -> None:
 
 
 def _ior_text(text: str) -> None:
+    for run in ior.parse_ior_text_runs(text, "p"):
+        assert run.line >= 1 and run.tests
     ior.parse_ior_text_tests(text, "p")
     ior.parse_ior_text(text, "p")
 
@@ -74,6 +79,12 @@ def _wrf_namelist(text: str) -> None:
 
 
 def _stream(text: str) -> None:
+    for run in stream.parse_stream_runs(text, "p"):
+        assert run.line >= 1
+        try:
+            stream.check_complete(run).rate("Triad")
+        except ParseError:
+            pass
     result = stream.check_complete(stream.parse_stream(text, "p"))
     for kernel in stream.KERNELS:
         result.rate(kernel)

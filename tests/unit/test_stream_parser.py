@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpcval.errors import ParseError
-from hpcval.parsers.stream import KERNELS, check_complete, parse_stream
+from hpcval.parsers.stream import KERNELS, check_complete, parse_stream, parse_stream_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "stream"
 
@@ -89,7 +89,8 @@ def test_broken_rows_name_their_line() -> None:
 
 def test_two_runs_in_one_file_are_not_merged() -> None:
     text = load("stream_c_5.10_10M_omp2.txt")
-    with pytest.raises(ParseError, match="a second Copy row: two STREAM runs"):
+    with pytest.raises(ParseError, match=r"^two.txt: 2 STREAM runs in one output \(starting at "
+                                         r"lines 1, 35\): read it with parse_stream_runs"):
         parse_stream(text + text, "two.txt")
 
 
@@ -107,3 +108,78 @@ def test_a_rate_that_is_not_finite_is_refused() -> None:
     lines[at] = lines[at].replace(rate, "inf")
     with pytest.raises(ParseError, match=rf"x:{at + 1}: impossible value in the STREAM Triad row"):
         parse_stream("\n".join(lines), "x")
+
+
+# --- several runs in one output: thread-scaling logs, job outputs appended ---
+
+SCALING = "stream_c_5.10_skylake8160_24-24-48threads.txt"
+
+
+def test_thread_scaling_log_gives_every_run() -> None:
+    """A real log of three runs on a 2-socket Xeon Platinum 8160 (24 threads
+    bound to socket 0, 24 to socket 1, then 48): every run with its thread
+    count and its own rates (tests/data/stream/README.md)."""
+    runs = parse_stream_runs(load(SCALING), SCALING)
+    assert [(r.line, r.threads) for r in runs] == [(1, 24), (35, 24), (68, 48)]
+    assert all(check_complete(r) is r for r in runs)
+    assert [r.rate("Triad") for r in runs] == [94102.0, 94216.5, 186950.1]
+    assert [r.rate("Copy") for r in runs] == [84362.4, 83835.4, 168066.3]
+    assert all((r.array_elements, r.ntimes, r.version) == (120_000_000, 20, "5.10")
+               for r in runs)
+    assert runs[2].source == f"{SCALING} (run 3 of 3, line 68)"
+    with pytest.raises(ParseError, match=rf"^{SCALING}: 3 STREAM runs in one output \(starting "
+                                         r"at lines 1, 35, 68\)"):
+        parse_stream(load(SCALING), SCALING)
+
+
+def test_one_run_is_one_run() -> None:
+    for name in ("stream_c_5.10_10M_omp2.txt", "stream_f_5.6_20M_omp2.txt"):
+        runs = parse_stream_runs(load(name), name)
+        assert len(runs) == 1
+        assert runs[0].kernels == parse_stream(load(name), name).kernels
+        assert runs[0].source == name
+
+
+def test_job_outputs_appended_over_several_jobs() -> None:
+    """Outputs of the C and the Fortran program appended to one file (as a job
+    script's ``>>`` does), built from two real outputs: the Fortran run's
+    lines before its version line stay with it."""
+    c, f = load("stream_c_5.10_10M_omp2.txt"), load("stream_f_5.6_20M_omp2.txt")
+    runs = parse_stream_runs(c + f + c, "jobs.log")
+    assert [(r.language, r.threads, r.array_elements) for r in runs] == [
+        ("c", 2, 10_000_000), ("fortran", 2, 20_000_000), ("c", 2, 10_000_000)]
+    assert runs[1].line == len(c.splitlines()) + 3  # its "Assuming 8 bytes per ..." line
+    assert runs[1].rate("Triad") == 29518.7 and runs[2].rate("Triad") == 31754.0
+
+
+def test_runs_without_version_lines_split_at_their_configuration() -> None:
+    """Output filtered to its figures (no version line): a run starts at its
+    first configuration line after the previous run's kernel rows."""
+    keep = ("Array size", "Number of Threads counted", "Function", "Copy:", "Scale:",
+            "Add:", "Triad:", "Solution Validates")
+    runs = parse_stream_runs("\n".join(ln for ln in load(SCALING).splitlines()
+                                       if ln.startswith(keep)), "f.log")
+    assert [(r.threads, r.rate("Triad"), r.version) for r in runs] == [
+        (24, 94102.0, None), (24, 94216.5, None), (48, 186950.1, None)]
+
+
+def test_a_run_cut_by_the_next_is_its_own_and_refused() -> None:
+    """A job killed during its run, then the next job's output: two runs; the
+    first is incomplete and check_complete names it."""
+    text = load(SCALING)
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Add:"))
+    cut = "".join(lines[:at]) + "".join(lines[34:])
+    runs = parse_stream_runs(cut, "k.log")
+    assert [r.threads for r in runs] == [24, 24, 48]
+    with pytest.raises(ParseError, match=r"^k.log \(run 1 of 3, line 1\): STREAM output has no "
+                                         r"Add, Triad row: the run was cut off or killed"):
+        check_complete(runs[0])
+    assert check_complete(runs[1]).rate("Triad") == 94216.5
+
+
+def test_a_garbled_run_names_the_file_line() -> None:
+    text = load(SCALING)
+    broken = text.replace("Triad:         186950.1", "Triad:         186950.1x")
+    with pytest.raises(ParseError, match=rf"^{SCALING}:96: not a number in the STREAM Triad"):
+        parse_stream_runs(broken, SCALING)

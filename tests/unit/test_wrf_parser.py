@@ -112,3 +112,37 @@ def test_namelist_numbers_that_are_not_numbers(data_dir, key, value):
     broken = wrf.edit_namelist(text, {key: value})
     with pytest.raises(ParseError, match=f"namelist.input {key} is not a"):
         wrf.expected_steps(broken)
+
+
+def test_end_dates_without_minutes_and_seconds(data_dir):
+    """WRF's namelist.input_1day with its start/end minute and second lines left
+    out (constructed, tests/data/wrf/README.md): WRF takes them as 00, so the
+    run is still one day of 120 s steps."""
+    text = (data_dir / "wrf" / "namelist.input_1day_no_minutes_seconds").read_text()
+    assert "start_minute" not in text and "start_second" not in text
+    assert wrf.start_time(text) == "1996-01-01_00:00:00"
+    assert wrf.end_time(text) == "1996-01-02_00:00:00"
+    assert wrf.run_seconds(text) == 86400
+    assert wrf.expected_steps(text) == 720
+    # an end minute given while the start's is left out: the start minute is 00
+    half_past = wrf.edit_namelist(text, {"end_minute": 30}, group="time_control")
+    assert wrf.end_time(half_past) == "1996-01-02_00:30:00"
+    assert wrf.run_seconds(half_past) == 86400 + 1800
+    assert wrf.expected_steps(half_past) == 735
+    # run_* still win over the dates
+    assert wrf.run_seconds(wrf.edit_namelist(text, {"run_hours": 6})) == 6 * 3600
+
+
+def test_a_date_without_its_hour_is_refused_naming_the_file_and_key(data_dir):
+    text = (data_dir / "wrf" / "namelist.input_1day_no_minutes_seconds").read_text()
+    no_hour = "".join(ln for ln in text.splitlines(keepends=True)
+                      if not ln.startswith(" start_hour"))
+    with pytest.raises(ParseError) as err:
+        wrf.run_seconds(no_hour, "case/namelist.input")
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("case/namelist.input: sets no positive run_days/hours/minutes/"
+                              "seconds and no usable start/end date: no start_hour:")
+    assert "add start_hour to &time_control" in message
+    with pytest.raises(ParseError, match=r"^n.input: no start_hour"):
+        wrf.start_time(no_hour, "n.input")

@@ -22,6 +22,19 @@ it, naming which of HPCG's tests failed. A file without the ``Final
 Summary`` (HPCG killed, file cut) or garbage raise
 :class:`~hpcval.errors.ParseError` naming the line and the reason.
 
+Intel MKL's optimised HPCG (``xhpcg_skx``, ``xhpcg_avx2``... of the MKL
+benchmarks, oneMKL's ``benchmarks/hpcg``) writes the same summary under the
+run's name instead of ``HPCG-Benchmark``: the file is named
+``n104-4p-1t-V3.0_2019.03.27.09.42.12.yaml`` or
+``n104-96p-1t_V3.1_2023-08-25_16-18-10.txt`` (local grid, processes,
+threads, version, date) and its first line is that name (``n104-4p-1t
+version: V3.0`` in the ``.yaml`` layout, ``n104-96p-1t`` then ``version=V3.1``
+in the ``.txt`` one, whose section names carry blanks: `` Final Summary ::``).
+Both are read like the reference summaries; :attr:`HpcgResult.name` keeps
+the name. A file is taken for an HPCG summary when its first line is such a
+name (``HPCG-Benchmark`` or ``n<N>-<P>p-<T>t``) or it names HPCG near its top,
+and it has a ``Machine Summary``.
+
 A rating from a run shorter than the official minimum (1800 s) is still
 HPCG's rating; :attr:`HpcgResult.official` says whether the run was long
 enough to be submitted.
@@ -36,6 +49,10 @@ from dataclasses import dataclass, field
 from hpcval.errors import ParseError
 
 _SECTION_DECORATION = re.compile(r"^[_#\s]+|[_#\s]+$")
+#: The run name Intel MKL's optimised HPCG puts first: ``n<nx>-<ranks>p-<threads>t``.
+_MKL_NAME_RE = re.compile(r"^(?P<name>n\d+-\d+p-\d+t)(?:\s+version)?\s*(?:[:=].*)?$")
+#: File names of the summaries: the reference HPCG's and Intel MKL's.
+SUMMARY_NAME_RE = re.compile(r"^(HPCG-Benchmark.*|n\d+-\d+p-\d+t[-_]V[\d.]+_.*)\.(txt|yaml)$")
 _VALID_KEY = "HPCG result is VALID with a GFLOP/s rating of"
 #: HPCG's minimum benchmark time for an official result (``ReportResults.cpp``).
 OFFICIAL_MIN_TIME_S = 1800.0
@@ -67,6 +84,9 @@ class HpcgResult:
     checks: dict[str, str] = field(default_factory=dict)
     #: The other lines of HPCG's Final Summary (reference kernels used, etc.).
     notes: list[str] = field(default_factory=list)
+    #: The run's name on the first line: ``HPCG-Benchmark`` (reference HPCG) or
+    #: ``n104-4p-1t`` (Intel MKL's optimised HPCG).
+    name: str | None = None
 
     @property
     def official(self) -> bool:
@@ -86,7 +106,8 @@ def _entries(text: str, source: str) -> tuple[str | None, list[tuple[int, str, s
     lines = text.splitlines()
     last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
     if any("::" in line and "=" in line for line in lines[:40]) or \
-            (lines and lines[0].strip() == "HPCG-Benchmark"):
+            (lines and (lines[0].strip() == "HPCG-Benchmark" or
+                        re.fullmatch(r"n\d+-\d+p-\d+t", lines[0].strip()))):
         out = []
         for n, line in enumerate(lines, start=1):
             if "=" not in line:
@@ -130,9 +151,17 @@ def _float(value: str, line: int, what: str, source: str) -> float:
 
 
 def parse_hpcg(text: str, source: str = "HPCG summary") -> HpcgResult:
-    """Parse an ``HPCG-Benchmark*.txt`` (3.1) or ``.yaml`` (3.0) summary."""
-    if "HPCG" not in text[:200]:
-        raise ParseError(f"{source}: not an HPCG summary (no 'HPCG-Benchmark' at its top)")
+    """Parse an ``HPCG-Benchmark*.txt`` (3.1) or ``.yaml`` (3.0) summary, or
+    the same written by Intel MKL's optimised HPCG (``n104-4p-1t-V3.0_*.yaml``,
+    ``n104-96p-1t_V3.1_*.txt``)."""
+    first = text.lstrip().partition("\n")[0].strip()
+    mkl = _MKL_NAME_RE.match(first)
+    if not ("HPCG" in text[:200] or mkl) or \
+            not re.search(r"^\s*Machine Summary\s*[:=]", text, re.MULTILINE):
+        raise ParseError(f"{source}: not an HPCG summary (no 'HPCG-Benchmark' or Intel MKL run "
+                         "name such as 'n104-4p-1t' on its first line, or no 'Machine Summary')")
+    name = mkl.group("name") if mkl else ("HPCG-Benchmark" if first.startswith("HPCG-Benchmark")
+                                          else None)
     _, rows = _entries(text, source)
     entries: dict[str, str] = {}
     where: dict[str, int] = {}
@@ -140,7 +169,8 @@ def parse_hpcg(text: str, source: str = "HPCG summary") -> HpcgResult:
     for n, section, key, value in rows:
         entries[f"{section}::{key}"] = value
         where[f"{section}::{key}"] = n
-        if key.lower() in ("version", "hpcg-benchmark version"):
+        if key.lower() in ("version", "hpcg-benchmark version") or \
+                (n == 1 and mkl and key.lower() == f"{mkl.group('name')} version"):
             version = version or value
     final = [(n, key, value) for n, section, key, value in rows if section == "Final Summary"
              and key != "Final Summary"]
@@ -199,6 +229,7 @@ def parse_hpcg(text: str, source: str = "HPCG summary") -> HpcgResult:
         entries=entries,
         checks=checks,
         notes=notes,
+        name=name,
     )
 
 

@@ -26,6 +26,17 @@ test's figures are kept apart, keyed by that number:
 :func:`parse_ior_json_tests` and :func:`parse_ior_text_tests`. The one-test
 readers (:func:`parse_ior_json`, :func:`parse_ior_text`) refuse such an
 output with a message pointing to them, rather than mixing the tests.
+
+One output can also hold several IOR *runs*: job outputs appended to one
+file, or a script running IOR once per configuration into one log (as the
+XDMoD application kernels do). Each run prints its own banner (``IOR-3.3.0:
+MPI Coordinated Test of Parallel I/O``) and numbers its tests from ``TestID
+0`` again, so the ``TestID`` does not tell the runs apart.
+:func:`parse_ior_text_runs` reads every run on its own (its command line,
+its tests, the ``Max Write``/``Max Read`` lines of its own section); the
+other text readers refuse such an output, naming the banners' lines, rather
+than mixing the runs. Several JSON summaries appended in one file are read
+by :func:`parse_ior_json_runs` and refused by the other JSON readers.
 """
 
 from __future__ import annotations
@@ -43,6 +54,9 @@ OPERATIONS = ("write", "read")
 
 _ERROR_RE = re.compile(r"^(ERROR|Error |WARNING|Abort\(|.*MPI_ABORT|.*BAD TERMINATION).*$", re.M)
 _MAX_RE = re.compile(r"^Max (?P<op>Write|Read):\s+(?P<mib>[0-9.]+) MiB/sec", re.M)
+#: The first line of every IOR run (IOR 3.x and 4.x).
+_BANNER_RE = re.compile(r"^IOR-\S+: MPI Coordinated Test of Parallel I/O", re.M)
+_COMMAND_RE = re.compile(r"^Command line(?: used)?\s*:\s*(?P<cmd>.*?)\s*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -170,6 +184,11 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
+        runs = len(_json_documents(text)) if err.msg == "Extra data" else 0
+        if runs > 1:
+            raise _fail(source, f"{runs} IOR JSON summaries appended in one file (one per "
+                                "run): read it with parse_ior_json_runs, which keeps each run "
+                                "apart") from None
         cut = "Results" in text and '"summary"' not in text
         reason = ("IOR stopped before its summary (the file ends inside the results): "
                   "the run failed; see its output for IOR's ERROR lines" if cut
@@ -179,6 +198,40 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise _fail(source, f"not an IOR JSON summary (a JSON {type(doc).__name__})")
     return doc
+
+
+def _json_documents(text: str) -> list[str]:
+    """The JSON documents written one after another in *text* (IOR runs
+    appended to one file), each as its text; [] if *text* is not such a
+    sequence of JSON objects."""
+    decoder = json.JSONDecoder()
+    docs: list[str] = []
+    at = 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at >= len(text):
+            return docs
+        try:
+            doc, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return []
+        if not isinstance(doc, dict):
+            return []
+        docs.append(text[at:end])
+        at = end
+
+
+def parse_ior_json_runs(text: str, source: str = "<IOR JSON summary>",
+                        require: tuple[str, ...] = OPERATIONS) -> list[dict[int, IorResult]]:
+    """Every run of a file holding one or more IOR JSON summaries written one
+    after another (runs appended to one file): per run, its tests keyed by
+    ``TestID`` (:func:`parse_ior_json_tests`), in the order of the file."""
+    docs = _json_documents(text) if text.strip() else []
+    if len(docs) <= 1:
+        return [parse_ior_json_tests(text, source, require)]
+    return [parse_ior_json_tests(doc, f"{source} (run {i} of {len(docs)})", require)
+            for i, doc in enumerate(docs, start=1)]
 
 
 def parse_ior_json_tests(text: str, source: str = "<IOR JSON summary>",
@@ -262,13 +315,75 @@ def _json_result(doc: dict[str, Any], summary: list[Any], results: list[dict[str
 _TEST_ID_RE = re.compile(r"^TestID\s*:\s*(?P<id>\d+)", re.M)
 
 
+@dataclass
+class IorTextRun:
+    """One IOR run of a text output that holds several (:func:`parse_ior_text_runs`)."""
+
+    #: Line of the output where the run's banner is (1-based).
+    line: int
+    #: The run's ``Command line`` as IOR printed it (None if it printed none).
+    command_line: str | None
+    #: Its tests, as :func:`parse_ior_text_tests` gives them.
+    tests: dict[int, dict[str, dict[str, float]]]
+
+
+def _banner_lines(text: str) -> list[tuple[int, int]]:
+    """(offset, line number) of every IOR banner in *text*."""
+    return [(m.start(), text.count("\n", 0, m.start()) + 1) for m in _BANNER_RE.finditer(text)]
+
+
+def parse_ior_text_runs(text: str, source: str = "<IOR output>") -> list[IorTextRun]:
+    """Every IOR run of a text output, in order: runs appended to one file,
+    each with its own banner and its own ``TestID`` 0, 1, ... Each run is read
+    from its banner to the next banner only (its ``Summary of all tests``, its
+    ``Max Write``/``Max Read`` lines), never mixed with another run's. An
+    output without a banner is read as one run. A run that failed or is cut
+    off raises :class:`ParseError` naming the run and its line."""
+    banners = _banner_lines(text)
+    if len(banners) <= 1:
+        return [IorTextRun(banners[0][1] if banners else 1, _command_line(text),
+                           _text_tests(text, source))]
+    runs = []
+    for i, (start, line) in enumerate(banners):
+        end = banners[i + 1][0] if i + 1 < len(banners) else len(text)
+        part = text[start:end]
+        where = f"{source} (run {i + 1} of {len(banners)}, banner at line {line})"
+        runs.append(IorTextRun(line, _command_line(part), _text_tests(part, where, line)))
+    return runs
+
+
+def _command_line(text: str) -> str | None:
+    m = _COMMAND_RE.search(text)
+    return m.group("cmd") if m else None
+
+
+def _refuse_several_runs(text: str, source: str) -> None:
+    banners = _banner_lines(text)
+    if len(banners) > 1:
+        lines = ", ".join(str(line) for _, line in banners[:6])
+        more = ", ..." if len(banners) > 6 else ""
+        raise _fail(source, f"{len(banners)} IOR runs appended in one output (banners at lines "
+                            f"{lines}{more}; each numbers its tests from TestID 0): read it with "
+                            "parse_ior_text_runs, which keeps each run apart")
+
+
 def parse_ior_text_tests(text: str, source: str = "<IOR output>"
                          ) -> dict[int, dict[str, dict[str, float]]]:
-    """Every test of IOR's text output, keyed by its ``Test#``: operation →
-    ``max``/``min``/``mean``/``stddev`` (MiB/s) from its rows of ``Summary of
-    all tests``, plus ``max_line`` from the ``Max Write:``/``Max Read:`` lines
-    printed (with ``-v``) in that test's own section (between its ``TestID``
-    line and the next)."""
+    """Every test of IOR's text output of one run, keyed by its ``Test#``:
+    operation → ``max``/``min``/``mean``/``stddev`` (MiB/s) from its rows of
+    ``Summary of all tests``, plus ``max_line`` from the ``Max Write:``/``Max
+    Read:`` lines printed (with ``-v``) in that test's own section (between its
+    ``TestID`` line and the next). An output of several runs (several banners)
+    is refused: read it with :func:`parse_ior_text_runs`."""
+    _refuse_several_runs(text, source)
+    return _text_tests(text, source)
+
+
+def _text_tests(text: str, source: str, first_line: int = 1
+                ) -> dict[int, dict[str, dict[str, float]]]:
+    """The tests of one run's text; line numbers in messages count from
+    *first_line* (the run's line in the whole output)."""
+    base = first_line - 1
     errors = [e for e in ior_errors(text) if not e.startswith("WARNING")]
     if errors:
         raise _fail(source, f"IOR run failed: {errors[0]!r}")
@@ -283,11 +398,12 @@ def parse_ior_text_tests(text: str, source: str = "<IOR output>"
     header = lines[start + 1].split()
     missing = [c for c in ("Max(MiB)", "Min(MiB)", "Mean(MiB)", "StdDev") if c not in header]
     if missing:
-        raise _fail(source, f"line {start + 2}: summary header without {', '.join(missing)}")
+        raise _fail(source, f"line {base + start + 2}: summary header without "
+                            f"{', '.join(missing)}")
     test_col = header.index("Test#") if "Test#" in header else None
     want = {"Max(MiB)": "max", "Min(MiB)": "min", "Mean(MiB)": "mean", "StdDev": "stddev"}
     tests: dict[int, dict[str, dict[str, float]]] = {}
-    for number, line in enumerate(lines[start + 2:], start=start + 3):
+    for number, line in enumerate(lines[start + 2:], start=base + start + 3):
         tokens = line.split()
         if not tokens or tokens[0] not in OPERATIONS:
             break
@@ -316,7 +432,8 @@ def parse_ior_text_tests(text: str, source: str = "<IOR output>"
             mib = float(m.group("mib"))
         except ValueError:
             line = text[m.start():].partition("\n")[0].strip()
-            raise _fail(source, f"line {text.count(chr(10), 0, m.start()) + 1}: not a number "
+            raise _fail(source, f"line {base + text.count(chr(10), 0, m.start()) + 1}: "
+                                f"not a number "
                                 f"in {line!r}") from None
         if test_id in tests and op in tests[test_id]:
             tests[test_id][op]["max_line"] = mib
@@ -327,7 +444,8 @@ def parse_ior_text(text: str, source: str = "<IOR output>") -> dict[str, dict[st
     """Read IOR's text output of one test: operation → ``max``/``min``/``mean``/
     ``stddev`` (MiB/s) from ``Summary of all tests``, plus ``max_line`` from the
     ``Max Write:``/``Max Read:`` lines (printed with ``-v`` only). An output of
-    several tests is refused: read it with :func:`parse_ior_text_tests`."""
+    several tests is refused: read it with :func:`parse_ior_text_tests`; one
+    of several runs, with :func:`parse_ior_text_runs`."""
     tests = parse_ior_text_tests(text, source)
     if len(tests) > 1:
         raise _fail(source, f"IOR output of {len(tests)} tests (Test# "

@@ -24,6 +24,18 @@ a[]`` (C) or ``a()`` (Fortran); it parses, with the messages in
 without a kernel table, a kernel row that is cut or not numeric, or output
 that stops before all four kernels and the validation line raise
 :class:`~hpcval.errors.ParseError` naming the line and the reason.
+
+One output can hold several runs: a thread-scaling log (STREAM run with
+``OMP_NUM_THREADS`` 1, 2, 4, ... into one file) or job outputs appended over
+several jobs. :func:`parse_stream_runs` gives every run, each with its own
+thread count, array size and kernel rates, and the line it starts on. A run
+starts at its ``STREAM version`` line; where a run prints none, at the first
+of its configuration lines (bytes per element, array size, times, threads,
+the ``Function`` header) after the previous run's kernel rows. A run cut off
+by the next one (a killed job) is still a run of its own, and
+:func:`check_complete` refuses it. :func:`parse_stream` reads one run and
+refuses an output of several, naming the lines they start on, rather than
+mixing their figures.
 """
 
 from __future__ import annotations
@@ -76,6 +88,8 @@ class StreamResult:
     validated: bool = False
     #: STREAM's own ``Failed Validation`` lines.
     failures: list[str] = field(default_factory=list)
+    #: Line of the output the run starts on (1-based).
+    line: int = 1
 
     @property
     def array_bytes(self) -> int | None:
@@ -109,11 +123,49 @@ def _numbers(rest: str, line_no: int, name: str, source: str) -> list[float]:
     return values
 
 
-def parse_stream(text: str, source: str = "STREAM output") -> StreamResult:
-    """Parse the output of one STREAM run (C or Fortran reference version)."""
-    result = StreamResult(source=source)
+#: Lines that open a run (or belong to its configuration), by kind.
+_START_KINDS = (("version", _VERSION_RE.search), ("bytes", _BYTES_RE.search),
+                ("bytes", _FORTRAN_BYTES_RE.search), ("array", _ARRAY_RE.match),
+                ("ntimes", _NTIMES_RE.search), ("threads", _THREADS_RE.search),
+                ("header", _HEADER_RE.match))
+
+
+def _start_kind(line: str) -> str | None:
+    for kind, match in _START_KINDS:
+        if match(line):
+            return kind
+    return None
+
+
+def _split_runs(text: str) -> list[list[tuple[int, str]]]:
+    """The output's lines, numbered, grouped into runs (see the module's
+    documentation); lines before the first run belong to it."""
+    runs: list[list[tuple[int, str]]] = []
+    current: list[tuple[int, str]] = []
+    kinds: set[str] = set()
+    measured = False  # the current run printed a kernel row or its validation
+    for number, line in enumerate(text.splitlines(), start=1):
+        kind = _start_kind(line)
+        if kind is not None:
+            if kinds and (measured or kind in kinds or
+                          (kind == "version" and kinds - {"bytes"})):
+                runs.append(current)
+                current, kinds, measured = [], set(), False
+            kinds.add(kind)
+        elif _ROW_RE.match(line) or _VALID_RE.search(line) or _FAILED_RE.search(line):
+            measured = True
+        current.append((number, line))
+    if current or not runs:
+        runs.append(current)
+    return runs
+
+
+def _parse_run(lines: list[tuple[int, str]], source: str, label: str) -> StreamResult:
+    """One run from its numbered lines; *source* names the file in line
+    errors, *label* the run (the result's :attr:`StreamResult.source`)."""
+    result = StreamResult(source=label, line=lines[0][0] if lines else 1)
     header_seen = False
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in lines:
         if result.version is None and (m := _VERSION_RE.search(line)):
             result.version = m.group("version")
             result.language = "fortran" if "STREAM Version" in line else "c"
@@ -133,8 +185,8 @@ def parse_stream(text: str, source: str = "STREAM output") -> StreamResult:
                                  "'Function' header")
             name = m.group("name")
             if name in result.kernels:
-                raise ParseError(f"{source}:{line_no}: a second {name} row: two STREAM runs "
-                                 "in one file? parse each run on its own")
+                raise ParseError(f"{source}:{line_no}: a second {name} row in one STREAM run "
+                                 "(without a new header): the output is garbled")
             rate, avg, low, high = _numbers(m.group("rest"), line_no, name, source)
             result.kernels[name] = StreamKernel(name, rate, avg, low, high)
         elif m := _FAILED_RE.search(line):
@@ -142,9 +194,35 @@ def parse_stream(text: str, source: str = "STREAM output") -> StreamResult:
         elif _VALID_RE.search(line):
             result.validated = True
     if not header_seen and not result.kernels:
-        raise ParseError(f"{source}: no STREAM kernel table ('Function ... Rate' header): "
+        raise ParseError(f"{label}: no STREAM kernel table ('Function ... Rate' header): "
                          "not STREAM output, or STREAM stopped before measuring")
     return result
+
+
+def parse_stream(text: str, source: str = "STREAM output") -> StreamResult:
+    """Parse the output of one STREAM run (C or Fortran reference version).
+    An output of several runs is refused: read it with :func:`parse_stream_runs`."""
+    runs = _split_runs(text)
+    if len(runs) > 1:
+        starts = ", ".join(str(run[0][0]) for run in runs[:6]) + (", ..." if len(runs) > 6
+                                                                  else "")
+        raise ParseError(f"{source}: {len(runs)} STREAM runs in one output (starting at lines "
+                         f"{starts}): read it with parse_stream_runs, which gives each run "
+                         "with its own thread count and figures")
+    return _parse_run(runs[0], source, source)
+
+
+def parse_stream_runs(text: str, source: str = "STREAM output") -> list[StreamResult]:
+    """Every STREAM run of an output, in order, each with its thread count,
+    array size and rates (a thread-scaling log, or job outputs appended over
+    several jobs). An output of one run gives one. A run that is garbled raises
+    :class:`ParseError` naming the file and line; a run that is incomplete is
+    returned, for :func:`check_complete` to refuse."""
+    runs = _split_runs(text)
+    if len(runs) == 1:
+        return [_parse_run(runs[0], source, source)]
+    return [_parse_run(run, source, f"{source} (run {i} of {len(runs)}, line {run[0][0]})")
+            for i, run in enumerate(runs, start=1)]
 
 
 def check_complete(result: StreamResult) -> StreamResult:

@@ -14,7 +14,9 @@ version reads it): a local grid of ``local_grid`` points per rank and a
 benchmark time of ``run_time`` seconds, small by default so that a validation
 run lasts about a minute. HPCG writes its summary to
 ``HPCG-Benchmark_<version>_<date>.txt`` (3.1) or
-``HPCG-Benchmark-<version>_<date>.yaml`` (3.0); the job runs HPCG ``samples``
+``HPCG-Benchmark-<version>_<date>.yaml`` (3.0), or, for Intel MKL's
+optimised HPCG (``program`` = ``xhpcg_skx``, ``xhpcg_avx2``...),
+``n<nx>-<ranks>p-<threads>t[-_]V<version>_<date>.{yaml,txt}``; the job runs HPCG ``samples``
 times (default 5, a site may lower it for long runs) and keeps each run's
 summary as ``hpcg-<i>-<name>``; the check reads them with
 :mod:`hpcval.parsers.hpcg`. The judged figure is HPCG's official rating
@@ -36,13 +38,16 @@ from reframe.core.exceptions import SanityError
 from hpcval import sizing
 from hpcval.errors import HpcvalError
 from hpcval.figures import Figure
-from hpcval.parsers.hpcg import HpcgResult, check_valid, parse_hpcg
+from hpcval.parsers.hpcg import SUMMARY_NAME_RE, HpcgResult, check_valid, parse_hpcg
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.sizing import SizedTest
 
 HPCG_DIR_VAR = "HPCVAL_HPCG_DIR"
 PROGRAM = "xhpcg"
 SUMMARY_GLOB = "HPCG-Benchmark*"
+#: Intel MKL's optimised HPCG names its summary after the run: ``n104-4p-1t-V3.0_<date>.yaml``.
+MKL_SUMMARY_GLOB = "n*-*p-*t[-_]V*"
+SUMMARY_GLOBS = (SUMMARY_GLOB, MKL_SUMMARY_GLOB)
 #: A run's summary, kept apart from the next run's: ``hpcg-<i>-<HPCG's name>``.
 KEPT_SUMMARY = "hpcg-{}-"
 
@@ -57,8 +62,17 @@ def hpcg_dat(local_grid: tuple[int, int, int], run_time: int) -> str:
 
 def keep_summary(run: int) -> str:
     """Shell line renaming the summary run *run* wrote, so the next run's is apart."""
-    return (f"for f in {SUMMARY_GLOB}; do [ -e \"$f\" ] && "
+    return (f"for f in {' '.join(SUMMARY_GLOBS)}; do [ -e \"$f\" ] && "
             f"mv \"$f\" \"{KEPT_SUMMARY.format(run)}$f\"; done; true")
+
+
+def kept_summaries(stagedir: Path, run: int) -> list[Path]:
+    """The summaries run *run* wrote, as :func:`keep_summary` kept them: the
+    reference HPCG's and Intel MKL's (not MKL's ``hpcg_log_*`` or
+    ``hpcg<date>.txt`` logs)."""
+    prefix = KEPT_SUMMARY.format(run)
+    return sorted(path for glob in SUMMARY_GLOBS for path in stagedir.glob(f"{prefix}{glob}")
+                  if SUMMARY_NAME_RE.match(path.name[len(prefix):]))
 
 
 class HpcgBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
@@ -82,6 +96,12 @@ class HpcgBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
     #: :type: :class:`int`
     run_time = variable(int, value=5, loggable=True)
 
+    #: Program to run: the reference ``xhpcg``, or an Intel MKL optimised
+    #: build (``xhpcg_skx``, ``xhpcg_avx2``...), found the same way.
+    #:
+    #: :type: :class:`str`
+    program = variable(str, value=PROGRAM, loggable=True)
+
     #: Path of the program that ran.
     #:
     #: :type: :class:`str`
@@ -94,10 +114,11 @@ class HpcgBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
 
     @run_after("setup")
     def locate_program(self) -> None:
-        self.hpcg_program_path = self.find_program(PROGRAM, HPCG_DIR_VAR)
+        self.hpcg_program_path = self.find_program(self.program, HPCG_DIR_VAR)
         self.skip_other_mpi(self.hpcg_program_path)
         self.executable = self.hpcg_program_path
-        self.keep_files = [f"{KEPT_SUMMARY.format('*')}{SUMMARY_GLOB}", "hpcg.dat"]
+        self.keep_files = [f"{KEPT_SUMMARY.format('*')}{glob}" for glob in SUMMARY_GLOBS] + [
+            "hpcg.dat"]
 
     @run_after("setup")
     def size_problem(self) -> None:
@@ -127,12 +148,11 @@ class HpcgBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
         """The summary of every run in the job."""
         results = []
         for run in range(1, self.samples + 1):
-            pattern = f"{KEPT_SUMMARY.format(run)}{SUMMARY_GLOB}"
-            found = sorted(Path(self.stagedir).glob(pattern))
+            found = kept_summaries(Path(self.stagedir), run)
             if not found:
-                raise SanityError(f"HPCG run {run} of {self.samples} wrote no {SUMMARY_GLOB} "
-                                  f"summary in {self.stagedir}: it stopped before reporting "
-                                  "(see the job output)")
+                raise SanityError(f"HPCG run {run} of {self.samples} wrote no summary "
+                                  f"({' or '.join(SUMMARY_GLOBS)}) in {self.stagedir}: it stopped "
+                                  "before reporting (see the job output)")
             try:
                 results.append(parse_hpcg(found[-1].read_text(errors="replace"),
                                           source=str(found[-1])))

@@ -5,7 +5,12 @@ A run's length is ``run_days``/``run_hours``/``run_minutes``/``run_seconds``
 when any of them is positive; when all are zero (as in many real-data
 namelists, e.g. WRF's own ``test/em_real/namelist.input_1day``) WRF runs from
 the outer domain's ``start_*`` date to its ``end_*`` date, and so does
-:func:`run_seconds`.
+:func:`run_seconds`. Many namelists leave out ``start_minute``,
+``start_second``, ``end_minute`` and ``end_second`` (WRF's own
+``test/em_real/namelist.input`` of WRF 4 does); WRF then takes them as 00,
+and so do :func:`start_time` and :func:`end_time`. A date without its year,
+month, day or hour is refused: WRF would fill in a default date that is not
+the run's.
 """
 
 from __future__ import annotations
@@ -70,33 +75,46 @@ def edit_namelist(text: str, changes: dict[str, object], group: str | None = Non
     return text
 
 
-def _date(text: str, prefix: str) -> str:
-    """The outer domain's ``<prefix>_year`` ... ``<prefix>_second`` as a WRF time string."""
+#: Date fields WRF takes as 00 when a namelist leaves them out.
+_ZERO_DEFAULT = ("minute", "second")
+
+
+def _date(text: str, prefix: str, source: str = "namelist.input") -> str:
+    """The outer domain's ``<prefix>_year`` ... ``<prefix>_second`` as a WRF
+    time string; an absent minute or second is 00, as in WRF."""
     parts = []
     for unit in ("year", "month", "day", "hour", "minute", "second"):
-        value = namelist_value(text, f"{prefix}_{unit}")
+        key = f"{prefix}_{unit}"
+        try:
+            value = namelist_value(text, key)
+        except ParseError:
+            if unit in _ZERO_DEFAULT:
+                parts.append(0)
+                continue
+            raise ParseError(f"{source}: no {key}: the {prefix} date needs its year, month, day "
+                             f"and hour; add {key} to &time_control") from None
         try:
             parts.append(int(float(value)))
         except (ValueError, OverflowError):
-            raise ParseError(f"namelist.input {prefix}_{unit} is not a number: {value!r}") \
-                from None
+            raise ParseError(f"{source} {key} is not a number: {value!r}") from None
     return "{:04d}-{:02d}-{:02d}_{:02d}:{:02d}:{:02d}".format(*parts)
 
 
-def start_time(text: str) -> str:
+def start_time(text: str, source: str = "namelist.input") -> str:
     """The outer domain's start (``start_*``), ``YYYY-MM-DD_hh:mm:ss``."""
-    return _date(text, "start")
+    return _date(text, "start", source)
 
 
-def end_time(text: str) -> str:
+def end_time(text: str, source: str = "namelist.input") -> str:
     """The outer domain's end (``end_*``), ``YYYY-MM-DD_hh:mm:ss``."""
-    return _date(text, "end")
+    return _date(text, "end", source)
 
 
-def run_seconds(text: str) -> int:
+def run_seconds(text: str, source: str = "namelist.input") -> int:
     """Length of the run a namelist.input asks for, in seconds: ``run_days`` ...
     ``run_seconds`` when any is positive (WRF then ignores the ``end_*``
-    dates), otherwise the outer domain's ``end_*`` date minus its ``start_*``."""
+    dates), otherwise the outer domain's ``end_*`` date minus its ``start_*``
+    (an absent minute or second is 00, as in WRF)."""
     total = 0
     for key, factor in (("run_days", 86400), ("run_hours", 3600), ("run_minutes", 60),
                         ("run_seconds", 1)):
@@ -108,14 +126,15 @@ def run_seconds(text: str) -> int:
     if total > 0:
         return total
     try:
-        start, end = start_time(text), end_time(text)
+        start, end = start_time(text, source), end_time(text, source)
     except ParseError as err:
-        raise ParseError(f"namelist.input sets no positive run_days/hours/minutes/seconds and "
-                         f"no usable start/end date ({err})") from None
+        raise ParseError(f"{source}: sets no positive run_days/hours/minutes/seconds and no "
+                         f"usable start/end date: {str(err).removeprefix(source + ': ')}") \
+            from None
     length = model_seconds(end) - model_seconds(start)
     if length <= 0:
-        raise ParseError(f"namelist.input: all run_* are 0 and end {end} is not after start "
-                         f"{start}: the run has no length")
+        raise ParseError(f"{source}: all run_* are 0 and end {end} is not after start "
+                         f"{start}: the run has no length; set the end_* date or run_hours")
     return int(round(length))
 
 
@@ -145,10 +164,12 @@ def model_step(text: str) -> float:
     return step
 
 
-def expected_steps(text: str) -> int:
+def expected_steps(text: str, source: str = "namelist.input") -> int:
     """Number of outer-domain steps a namelist.input makes: run length / time step."""
     step = model_step(text)
-    steps = run_seconds(text) / step
+    length = run_seconds(text, source)
+    steps = length / step
     if abs(steps - round(steps)) > 1e-6:
-        raise ParseError(f"run length {run_seconds(text)} s is not a multiple of time_step {step}")
+        raise ParseError(f"{source}: run length {length} s is not a multiple of time_step "
+                         f"{step}")
     return int(round(steps))
