@@ -31,8 +31,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcval import expectations
 from hpcval.errors import ParseError, SiteError
-from hpcval.yamlio import load_yaml_bounded
+from hpcval.expectations import describe, matches
+from hpcval.gpu_audit import SETTINGS as GPU_SETTINGS  # gpu.* keys: the GPU audit's
 
 EXPECTATIONS_FILE = "host-expectations.yaml"
 
@@ -200,68 +202,10 @@ class Finding:
         return f"{self.setting}: found {found}, expected {self.expected}"
 
 
-def _describe(expect: Any) -> str:
-    if isinstance(expect, dict):
-        return ", ".join(f"{k} {v}" for k, v in expect.items())
-    return repr(str(expect)) if expect != "any" else "any"
-
-
-def _number(value: str) -> float | None:
-    try:
-        return float(value.split()[0]) if value.split()[0] != "unlimited" else float("inf")
-    except (ValueError, IndexError):
-        return None
-
-
-def _matches(found: str, expect: Any) -> bool:
-    if isinstance(expect, dict):
-        if "one_of" in expect:
-            return found in [str(v) for v in expect["one_of"]]
-        value = _number(found)
-        if value is None:
-            return False
-        return (value >= float(expect.get("min", "-inf"))
-                and value <= float(expect.get("max", "inf")))
-    return found == str(expect)
-
-
 def load_expectations(path: str | Path) -> dict[str, Any]:
-    """Read and validate a site's host expectations."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SiteError(f"{path}: host expectations file not found") from None
-    except OSError as err:
-        raise SiteError(f"{path}: cannot read host expectations: {err.strerror}") from None
-
-    def error(file: str, where: str, reason: str) -> SiteError:
-        return SiteError(f"{file}: {where + ': ' if where else ''}{reason}")
-
-    data = load_yaml_bounded(raw, str(path), error) or {}
-    if not isinstance(data, dict):
-        raise SiteError(f"{path}: must map setting names to expected values")
-    from hpcval.gpu_audit import SETTINGS as GPU_SETTINGS  # gpu.* keys: the GPU audit's
-
-    for name, expect in data.items():
-        if name not in SETTINGS and name not in GPU_SETTINGS:
-            raise SiteError(f"{path}: {name}: unknown setting (known: {', '.join(SETTINGS)}; "
-                            f"GPU: {', '.join(GPU_SETTINGS)})")
-        if isinstance(expect, dict):
-            unknown = set(expect) - {"min", "max", "one_of"}
-            if unknown or not expect:
-                raise SiteError(f"{path}: {name}: expected 'min', 'max' or 'one_of', got "
-                                f"{sorted(unknown) or 'nothing'}")
-            for key in ("min", "max"):
-                if key in expect and not isinstance(expect[key], (int, float)):
-                    raise SiteError(f"{path}: {name}.{key}: must be a number, got "
-                                    f"{expect[key]!r}")
-            if "one_of" in expect and not isinstance(expect["one_of"], list):
-                raise SiteError(f"{path}: {name}.one_of: must be a list")
-        elif isinstance(expect, (list, type(None))):
-            raise SiteError(f"{path}: {name}: expected a value, 'any' or a mapping, got "
-                            f"{expect!r}")
-    return data
+    """Read and check a site's host expectations: the host settings and the GPU
+    audit's ``gpu.*`` ones."""
+    return expectations.load(path, {"host": SETTINGS, "GPU": GPU_SETTINGS})
 
 
 def audit(expectations: dict[str, Any], root: str | Path = "/") -> list[Finding]:
@@ -279,8 +223,8 @@ def audit(expectations: dict[str, Any], root: str | Path = "/") -> list[Finding]
         elif found is None:
             status = "unknown"
         else:
-            status = "ok" if _matches(found, expect) else "mismatch"
-        findings.append(Finding(name, found, _describe(expect), status))
+            status = "ok" if matches(found, expect) else "mismatch"
+        findings.append(Finding(name, found, describe(expect), status))
     return findings
 
 

@@ -57,8 +57,9 @@ from typing import Any
 
 import yaml
 
-from hpcval.audit import _describe, _matches, load_expectations
 from hpcval.errors import EnvironmentFault, ParseError, SiteError
+from hpcval.expectations import describe, matches
+from hpcval.expectations import load as load_expectations_file
 from hpcval.parsers.nvidia_smi import Gpu, NvidiaSmiLog, parse_nvidia_smi_xml
 
 PREFIX = "gpu."
@@ -160,8 +161,8 @@ def _judge(name: str, found: str | None, expectations: dict[str, Any]) -> tuple[
     if expect == "any":
         return "any", "info"
     if found is None:
-        return _describe(expect), "unknown"
-    return _describe(expect), "ok" if _matches(found, expect) else "mismatch"
+        return describe(expect), "unknown"
+    return describe(expect), "ok" if matches(found, expect) else "mismatch"
 
 
 def _idle(gpu: Gpu) -> bool:
@@ -289,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.propose and not args.expect:
         parser.error("--expect FILE is needed to audit (or --propose)")
     try:
-        expectations = load_expectations(args.expect) if args.expect else {}
+        # the gpu.* keys are checked here; the host audit checks the others
+        expectations = (load_expectations_file(args.expect, {"GPU": SETTINGS}, only=PREFIX)
+                        if args.expect else {})
         if args.xml:
             source = args.xml
             try:
