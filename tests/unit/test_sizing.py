@@ -21,6 +21,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
 #: README states them
 NODES = {
     "vm-2core-xeon-480mib-l3.json": (int(23.5 * GIB), 2, 480 * MIB),
+    "vm-2core-epyc-32mib-l3.json": (24_684_096 * 1024, 2, 32 * MIB),
     "vm-16core-xeon-300mib-l3.json": (125 * GIB, 16, 300 * MIB),
     "amd-2x64-epyc-7763-smt.json": (512 * GIB, 256, 512 * MIB),
     "intel-2x56-xeon-8480-noht.json": (512 * GIB, 112, 210 * MIB),
