@@ -65,6 +65,8 @@ def test_stream_built_from_the_caches_runs_for_real(checkout: Path) -> None:
     assert "triad" in out and "PASS" in out
     build = next((checkout / "var" / "local" / "output").rglob("stream_sized_check/rfm_build.sh"))
     assert "-DSTREAM_ARRAY_SIZE=" in build.read_text()
+    job = build.with_name("rfm_job.sh").read_text()
+    assert "export OMP_PROC_BIND=spread" in job and "export OMP_PLACES=cores" in job
     for samples in stored_samples(checkout, "stream_sized_check"):
         assert set(samples) == {"copy", "scale", "add", "triad"}
         assert all(len(s["samples"]) >= MIN_SAMPLES and s["better"] == "higher"

@@ -161,9 +161,16 @@ def open_mpi_from_system() -> Environment | None:
     )
 
 
+#: MPICH's Hydra leaves ranks unbound (each may run on every CPU of the node and
+#: migrate); Intel MPI pins by default and Open MPI binds to cores (to packages above
+#: two ranks). Bound like them, one rank per core (round robin when there are more).
+MPICH_BINDING = [["HYDRA_BINDING", "core"]]
+
+
 def mpich_from_system() -> Environment | None:
     """Debian's/Ubuntu's MPICH (``mpirun.mpich``), if installed."""
-    return _system_mpi("mpich", "mpich (system)", "mpirun.mpich", "mpicc.mpich", [])
+    return _system_mpi("mpich", "mpich (system)", "mpirun.mpich", "mpicc.mpich",
+                       [list(kv) for kv in MPICH_BINDING])
 
 
 def plain_environment() -> Environment:
@@ -183,7 +190,7 @@ def detected_environments() -> list[Environment]:
 SPACK_MPI_STACKS: dict[str, list[list[str]]] = {
     "openmpi": [["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
                 ["OMPI_MCA_rmaps_base_oversubscribe", "1"]],
-    "mpich": [],
+    "mpich": MPICH_BINDING,
     "mvapich": [],
     # libfabric's providers sit beside libmpi (PyPI wheels and oneAPI alike)
     "intel-oneapi-mpi": [["LD_LIBRARY_PATH", "{lib}:$LD_LIBRARY_PATH"],

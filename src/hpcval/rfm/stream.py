@@ -87,6 +87,11 @@ class _StreamRun(SizedTest, HpcvalTest):
         topo = self.topology()
         self.cache_bytes = topo.llc_total_bytes or 0
         self.env_vars["OMP_NUM_THREADS"] = str(self.threads or topo.num_cpus or 1)
+        # threads bound to cores and spread over the sockets, as STREAM is run for its
+        # figures: unbound threads migrate and read memory of another socket
+        # (`-S env_vars=OMP_PROC_BIND:close` and the like win)
+        self.env_vars.setdefault("OMP_PROC_BIND", "spread")
+        self.env_vars.setdefault("OMP_PLACES", "cores")
 
     @run_before("run")
     def repeat_runs(self) -> None:
