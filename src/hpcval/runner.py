@@ -90,7 +90,7 @@ def reframe_command() -> list[str]:
 
 def check_site_references(site: Site) -> refs.ReferencesFile:
     """Validate a site's references file against the checks in the tree."""
-    return refs.check_site_files(site.dir, site.root / "reframe-checks", site.references)
+    return refs.check_site_files(site.dir, site.checks_dir, site.references)
 
 
 #: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
@@ -117,7 +117,7 @@ def _site_files_stamp(site: Site) -> str:
         except OSError:
             parts.append(f"{site_file} -")
     files = [Path(refs.__file__), Path(audit.__file__)]
-    for directory in (site.root / "reframe-checks", Path(refs.__file__).resolve().parent / "rfm"):
+    for directory in (site.checks_dir, Path(refs.__file__).resolve().parent / "rfm"):
         files += sorted(directory.rglob("*.py"))
     for file in files:
         try:
@@ -337,7 +337,7 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             atomic_write(site.var / SITE_FILES_STAMP, stamp, "noting the checked site files")
     run_id = new_run_id()
     report_path = site.report_path(run_id)
-    cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.root / "reframe-checks"),
+    cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.checks_dir),
            "-R", "-r", "--report-file", str(report_path), *(reframe_args or [])]
     env = {**os.environ, RUN_ID_ENV: run_id}
     if record:
@@ -388,7 +388,7 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
             # ReFrame writes no report when it runs no test case ("Running 0 check(s)")
             given = " ".join(shlex.quote(a) for a in reframe_args) or "(none)"
             lister = shlex.join([*reframe_command(), "-C", str(site.config), "-c",
-                                 str(site.root / "reframe-checks"), "-R", "-l"])
+                                 str(site.checks_dir), "-R", "-l"])
             listing = f"`{lister}` lists the checks"
             why = (f"ReFrame refused them: {console.usage_errors[-1]}" if console.usage_errors
                    else "they select none of the checks this site runs (-n selects by "

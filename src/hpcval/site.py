@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.errors import InputError, SiteError
-from hpcval.paths import project_root
+from hpcval.paths import CHECKS_DIR, ENVIRONMENTS_DIR, SITE_CONFIGS_DIR, project_root
 
 #: What a site name may be: letters, digits, ``.``, ``_``, ``-``; 64 at most.
 SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -111,7 +111,12 @@ class Site:
 
     @property
     def dir(self) -> Path:
-        return self.root / "site-configs" / self.name
+        return self.root / SITE_CONFIGS_DIR / self.name
+
+    @property
+    def checks_dir(self) -> Path:
+        """The check files ReFrame loads for this site (``reframe-checks/``)."""
+        return self.root / CHECKS_DIR
 
     @property
     def config(self) -> Path:
@@ -135,7 +140,8 @@ class Site:
 
     @property
     def spack_env(self) -> Path:
-        return self.root / "environments" / self.name
+        """The site's Spack environment, ``environments/<name>/``."""
+        return self.root / ENVIRONMENTS_DIR / self.name
 
     @property
     def var(self) -> Path:
@@ -158,7 +164,7 @@ class Site:
 
 
 def known_sites(root: Path) -> list[str]:
-    base = root / "site-configs"
+    base = root / SITE_CONFIGS_DIR
     if not base.is_dir():
         return []
     return sorted(p.name for p in base.iterdir()

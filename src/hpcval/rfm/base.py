@@ -36,7 +36,7 @@ from hpcval import references as refs
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
-from hpcval.paths import project_root
+from hpcval.paths import checks_dir
 from hpcval.rfm import outcome
 from hpcval.rfm.site import (
     UnsafeConfigValue,
@@ -76,7 +76,7 @@ def _known_check_names(test: Any) -> set[str]:
     names = {cls.__name__ for cls in checks.subclasses(HpcvalTest)}
     dirs = {Path(test.prefix)}
     try:
-        dirs.add(project_root() / "reframe-checks")
+        dirs.add(checks_dir())
     except SiteError:
         pass
     for d in dirs:

@@ -43,7 +43,7 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
             {
                 "report_file": str(site.report_path(current_run_id())),
                 "topology_prefix": str(store / "topology"),
-                "check_search_path": [str(site.root / "reframe-checks")],
+                "check_search_path": [str(site.checks_dir)],
                 "check_search_recursive": True,
             }
         ],
@@ -222,7 +222,7 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
 
     if spack.find_spack() is None:
         return []
-    env_dir = spack.environment_dir(system)
+    env_dir = Site.load(system, must_exist=False).spack_env
     if not (env_dir / "spack.yaml").is_file():
         return []
     by_mpi: dict[str, dict[str, Any]] = {}
