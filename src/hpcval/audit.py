@@ -34,8 +34,6 @@ from typing import Any
 from hpcval.errors import ParseError, SiteError
 from hpcval.yamlio import load_yaml_bounded
 
-EXPECTATIONS_FILE = "host-expectations.yaml"
-
 Reader = Callable[[Path], "str | None"]
 
 

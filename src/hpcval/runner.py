@@ -89,8 +89,11 @@ def reframe_command() -> list[str]:
 
 
 def check_site_references(site: Site) -> refs.ReferencesFile:
-    """Validate a site's references file against the checks in the tree."""
-    return refs.check_site_files(site.dir, site.checks_dir, site.references)
+    """Validate a site's references file against the checks in the tree, and
+    its host expectations."""
+    ref_file = site.check_references()
+    site.load_host_expectations()
+    return ref_file
 
 
 #: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
@@ -111,7 +114,7 @@ def _site_files_stamp(site: Site) -> str:
             parts.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist} -")
-    for site_file in (site.references, site.dir / audit.EXPECTATIONS_FILE):
+    for site_file in (site.references, site.host_expectations):
         try:  # the site's own files by content: an edit is never missed
             parts.append(f"{site_file} {hashlib.sha256(site_file.read_bytes()).hexdigest()}")
         except OSError:
@@ -323,9 +326,7 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         # when none of its inputs changed since it last passed
         # judging.yaml is read again after the run; a wrong one stops here,
         # before any benchmark runs (exit 2)
-        from hpcval.judging.settings import JudgingSettings
-
-        JudgingSettings.load(site.judging)
+        site.load_judging()
         stamp = _site_files_stamp(site)
         if _site_files_checked(site, stamp):
             stamp = ""

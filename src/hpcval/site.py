@@ -17,10 +17,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcval.errors import InputError, SiteError
 from hpcval.paths import CHECKS_DIR, ENVIRONMENTS_DIR, SITE_CONFIGS_DIR, project_root
+
+if TYPE_CHECKING:
+    from hpcval.judging.settings import JudgingSettings
+    from hpcval.references import ReferencesFile
 
 #: What a site name may be: letters, digits, ``.``, ``_``, ``-``; 64 at most.
 SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -28,6 +32,8 @@ SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: Characters a shell or ReFrame's path expansion would act on.
 _UNSAFE_PATH = re.compile(r"[$`;&|<>(){}\\\"'\s*?!\[\]#~]")
 
+#: The files of ``site-configs/<site>/``: every module reaches them through a
+#: :class:`Site` property of the same name and loads them with its ``load_*``.
 CONFIG_FILE = "config.py"
 REFERENCES_FILE = "references.yaml"
 HOST_EXPECTATIONS_FILE = "host-expectations.yaml"
@@ -137,6 +143,43 @@ class Site:
     @property
     def judging(self) -> Path:
         return self.dir / JUDGING_FILE
+
+    # -- loading the site's files (each validated; errors name file and key) --
+
+    def load_references(self, known_checks: Any = None) -> ReferencesFile:
+        """``references.yaml``, validated (:func:`hpcval.references.load_references`);
+        with ``known_checks``, every entry must name one of them."""
+        from hpcval.references import load_references
+
+        return load_references(self.references, known_checks=known_checks)
+
+    def check_references(self) -> ReferencesFile:
+        """``references.yaml`` checked against the check classes under
+        :attr:`checks_dir` as a run would check it
+        (:func:`hpcval.references.check_references`)."""
+        from hpcval.references import check_references
+
+        return check_references(self.references, self.checks_dir)
+
+    def load_host_expectations(self) -> dict[str, Any] | None:
+        """``host-expectations.yaml``, validated; ``None`` where the site has none."""
+        from hpcval.audit import load_expectations
+
+        return load_expectations(self.host_expectations) \
+            if self.host_expectations.exists() else None
+
+    def load_judging(self) -> JudgingSettings:
+        """``judging.yaml``, validated; the defaults where the site has none."""
+        from hpcval.judging.settings import JudgingSettings
+
+        return JudgingSettings.load(self.judging)
+
+    def load_tuning(self) -> dict[str, Any] | None:
+        """``mpi-tuning.yaml`` (``{collective: {setting, ranks, nodes}}``),
+        validated; ``None`` where the site has none."""
+        from hpcval.tuning import load_tuning
+
+        return load_tuning(self.tuning) if self.tuning.exists() else None
 
     @property
     def spack_env(self) -> Path:

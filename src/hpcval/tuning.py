@@ -30,7 +30,6 @@ from hpcval.parsers.imb import check_complete, parse_imb
 MARKER = "HPCVAL-ALGORITHM"
 #: Largest message size Intel MPI's conditions accept (the open upper end).
 OPEN_END = 2147483647
-TUNING_FILE = "mpi-tuning.yaml"
 _MARKER_RE = re.compile(rf"^{MARKER} (\d+)\s*$", re.MULTILINE)
 
 

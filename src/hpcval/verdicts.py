@@ -136,7 +136,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     from hpcval import judging
 
     try:
-        settings = judging.JudgingSettings.load(site.judging)
+        settings = site.load_judging()
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)

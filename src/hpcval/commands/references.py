@@ -55,15 +55,10 @@ def _check(args: argparse.Namespace) -> int:
     n = len(ref_file.entries)
     print(f"{ref_file.path}: OK ({n} check{'s' if n != 1 else ''}: "
           f"{', '.join(sorted(ref_file.entries))})")
-    from hpcval.audit import load_expectations
-
-    if site.host_expectations.exists():
-        load_expectations(site.host_expectations)
+    if site.load_host_expectations() is not None:
         print(f"{site.host_expectations}: OK")
-    from hpcval import judging
-
     if site.judging.exists():
-        judging.JudgingSettings.load(site.judging)
+        site.load_judging()
         print(f"{site.judging}: OK")
     return 0
 

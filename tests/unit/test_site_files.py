@@ -1,0 +1,59 @@
+"""A site's files: named by Site, loaded by Site, checked before a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcval import site as site_module
+from hpcval.errors import InputError, SiteError
+from hpcval.judging.settings import JudgingSettings
+from hpcval.site import Site
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _site(tmp_path: Path, name: str = "s") -> Site:
+    (tmp_path / "reframe-checks").mkdir(exist_ok=True)
+    (tmp_path / "site-configs" / name).mkdir(parents=True)
+    (tmp_path / "site-configs" / name / "config.py").write_text("")
+    return Site.load(name, tmp_path)
+
+
+def test_every_site_file_is_a_site_property(tmp_path):
+    site = _site(tmp_path)
+    assert {p.name for p in (site.config, site.references, site.host_expectations,
+                             site.judging, site.tuning)} == {
+        site_module.CONFIG_FILE, site_module.REFERENCES_FILE,
+        site_module.HOST_EXPECTATIONS_FILE, site_module.JUDGING_FILE, site_module.TUNING_FILE}
+    assert all(p.parent == site.dir for p in (site.references, site.tuning, site.judging))
+
+
+def test_a_site_without_optional_files(tmp_path):
+    site = _site(tmp_path)
+    assert site.load_host_expectations() is None
+    assert site.load_tuning() is None
+    assert site.load_judging() == JudgingSettings()
+
+
+def test_the_loaders_validate(tmp_path):
+    site = _site(tmp_path)
+    site.tuning.write_text("Allreduce: {setting: '12:0-8;3:9-100', ranks: 2, nodes: 1}\n")
+    site.judging.write_text("k: 7\n")
+    site.host_expectations.write_text("smt_control: 'off'\n")
+    assert site.load_tuning()["Allreduce"]["ranks"] == 2
+    assert site.load_judging().k == 7
+    assert site.load_host_expectations() == {"smt_control": "off"}
+    site.tuning.write_text("Allreduce: {setting: fast}\n")
+    with pytest.raises(SiteError, match=r"mpi-tuning.yaml: Allreduce.setting"):
+        site.load_tuning()
+    site.judging.write_text("kk: 7\n")
+    with pytest.raises(InputError, match=r"judging.yaml: kk: unknown setting"):
+        site.load_judging()
+
+
+def test_the_local_site_loads():
+    site = Site.load("local", ROOT)
+    assert site.load_references().entries
+    assert site.check_references().path == site.references
