@@ -44,7 +44,6 @@ from hpcval.errors import ReferencesError
 from hpcval.figures import band_bounds, stored_direction, worse_side_band
 from hpcval.yamlio import load_yaml_bounded
 
-REFERENCES_FILE = "references.yaml"
 SPECIAL_INDEX_KEYS = ("$system", "$partition", "$environ")
 _XFAIL = "$xfail"
 

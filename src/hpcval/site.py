@@ -107,9 +107,6 @@ class Site:
         configured = extras.get(SITE_DIR_EXTRA)
         if configured:
             return cls.from_dir(configured)
-        refs = extras.get("references")
-        if refs:
-            return cls.from_dir(Path(refs).parent)
         raise SiteError(
             f"partition {test.current_partition.fullname!r} has no extras.{SITE_DIR_EXTRA}: "
             "give every partition `extras: partition_extras(SITE_DIR)` in the site config "

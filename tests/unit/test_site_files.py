@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -57,3 +58,26 @@ def test_the_local_site_loads():
     site = Site.load("local", ROOT)
     assert site.load_references().entries
     assert site.check_references().path == site.references
+
+
+def _fake_test(extras: dict) -> SimpleNamespace:
+    return SimpleNamespace(current_partition=SimpleNamespace(extras=extras, fullname="sys:part"))
+
+
+def test_a_check_reaches_its_site_through_the_site_directory_only():
+    from hpcval.rfm.site import partition_extras
+
+    local = Site.load("local", ROOT)
+    extras = partition_extras(local.dir, budget="quick")
+    assert extras == {"site_dir": str(local.dir), "budget": "quick"}
+    found = Site.of_test(_fake_test(extras))
+    assert found == local and found.references == local.references
+    # a references file named in extras is no second route to the site
+    with pytest.raises(SiteError, match=r"'sys:part' has no extras.site_dir.*partition_extras"):
+        Site.of_test(_fake_test({"references": str(local.references)}))
+
+
+def test_the_references_variable_is_gone():
+    from hpcval.rfm.base import HpcvalTest
+
+    assert "references_file" not in HpcvalTest._rfm_var_space

@@ -46,6 +46,7 @@ from hpcval.rfm.site import (
     shell_value,
 )
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
+from hpcval.site import Site
 
 # Topologies of the partitions, by full name (detected once per ReFrame run).
 _TOPOLOGIES: dict[str, topology.Topology] = {}
@@ -86,24 +87,15 @@ def _known_check_names(test: Any) -> set[str]:
 
 def site_references(test: Any) -> refs.ReferencesFile:
     """The validated references file of the site the test runs on."""
-    partition = test.current_partition
-    configured = partition.extras.get("references")
-    if not configured:
-        raise SiteError(
-            f"partition {partition.fullname!r} has no extras.references in its site config: "
-            "hpcval checks read their references from the file it names (use "
-            "hpcval.rfm.site.partition_extras; see docs/references.md)"
-        )
-    path = Path(configured)
-    if test.references_file != refs.REFERENCES_FILE:
-        path = path.parent / test.references_file
+    site = Site.of_test(test)
+    path = site.references
     try:
         mtime = path.stat().st_mtime
     except OSError:
         raise refs.ReferencesError(str(path), "", "references file not found") from None
     key = (str(path), mtime)
     if key not in _CACHE:
-        _CACHE[key] = refs.load_references(path, known_checks=_known_check_names(test))
+        _CACHE[key] = site.load_references(known_checks=_known_check_names(test))
     return _CACHE[key]
 
 
@@ -217,12 +209,6 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #:
     #: :type: :class:`str` or :obj:`None`
     reference_entry = variable(str, type(None), value=None)
-
-    #: File name of the references, in the directory of the file the
-    #: partition's ``extras.references`` names.
-    #:
-    #: :type: :class:`str`
-    references_file = variable(str, value=refs.REFERENCES_FILE)
 
     #: MPI stack of the programming environment (its ``extras.mpi_stack``).
     #:

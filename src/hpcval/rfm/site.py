@@ -80,16 +80,13 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def partition_extras(site_dir: str | Path, **extras: Any) -> dict[str, Any]:
-    """``extras`` of a partition: its site directory and references file, plus
-    any others.
+    """``extras`` of a partition: its site directory, plus any others.
 
-    ReFrame 4.10's configuration schema has no ``general.reference_prefix``
-    (only the ``RFM_REFERENCE_PREFIX`` variable), so the site config names its
-    references file here and :class:`hpcval.rfm.HpcvalTest` reads it; checks
-    reach every other site file through :meth:`hpcval.site.Site.of_test`.
+    Checks reach every site file, references included, through the site
+    directory: :meth:`hpcval.site.Site.of_test`.
     """
     site = Site.from_dir(site_dir)
-    return {SITE_DIR_EXTRA: str(site.dir), "references": str(site.references), **extras}
+    return {SITE_DIR_EXTRA: str(site.dir), **extras}
 
 
 def run_directories(site_dir: str | Path) -> dict[str, str]:
