@@ -48,16 +48,11 @@ class Judged:
 
 
 def provenance(site: Site) -> dict[str, Any]:
-    """Where and on what a run ran, beyond what ReFrame's report says."""
-    prov: dict[str, Any] = {"kernel": platform.release(), "machine": platform.machine()}
-    if site.name == "lab":
-        try:
-            from hpcval.lab.cluster import current_fabric
-
-            prov["fabric"] = current_fabric()
-        except Exception:  # noqa: BLE001 - the lab may be down; provenance is best effort
-            prov["fabric"] = None
-    return prov
+    """Where and on what a run ran, beyond what ReFrame's report says: this
+    host's kernel and machine, and what the site config declares
+    (:meth:`hpcval.site.Site.provenance`, e.g. the lab's fabric profile)."""
+    return {"kernel": platform.release(), "machine": platform.machine(),
+            **site.provenance()}
 
 
 def _verdicts_file(site: Site, run_id: str) -> Path:

@@ -81,3 +81,47 @@ def test_the_references_variable_is_gone():
     from hpcval.rfm.base import HpcvalTest
 
     assert "references_file" not in HpcvalTest._rfm_var_space
+
+
+SITE_CONFIG = '''
+from pathlib import Path
+
+from hpcval.rfm.site import common_sections, partition_extras, run_directories
+
+SITE_DIR = Path(__file__).resolve().parent
+site_configuration = {
+    "systems": [{
+        "name": "t", "hostnames": [".*"], **run_directories(SITE_DIR),
+        "partitions": [{"name": "p", "scheduler": "local", "launcher": "local",
+                        "environs": ["builtin"],
+                        "extras": partition_extras(SITE_DIR, provenance={"fabric": "1g"})}],
+    }],
+    **common_sections(SITE_DIR),
+}
+'''
+
+
+def test_provenance_is_what_the_site_config_declares(tmp_path, monkeypatch):
+    from hpcval.verdicts import provenance
+
+    monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
+    site = _site(tmp_path, "declares")
+    site.config.write_text(SITE_CONFIG)
+    assert site.reframe_config()["systems"][0]["name"] == "t"
+    prov = provenance(site)
+    assert prov["fabric"] == "1g" and prov["kernel"] and prov["machine"]
+    # a site that declares nothing, or whose config does not load, adds nothing
+    plain = _site(tmp_path, "plain")
+    plain.config.write_text(SITE_CONFIG.replace(', provenance={"fabric": "1g"}', ""))
+    assert plain.provenance() == {}
+    broken = _site(tmp_path, "broken")
+    broken.config.write_text("site_configuration = {'systems': 1}\n")
+    with pytest.raises(SiteError, match=r"broken/config.py: the site config fails to load"):
+        broken.reframe_config()
+    assert broken.provenance() == {} and "fabric" not in provenance(broken)
+
+
+
+def test_the_lab_declares_its_fabric():
+    assert "fabric" in Site.load("lab", ROOT).provenance()  # None while no lab is up
+    assert 'name == "lab"' not in (ROOT / "src/hpcval/verdicts.py").read_text()
