@@ -88,25 +88,19 @@ def reframe_command() -> list[str]:
     return [found]
 
 
-def check_site_references(site: Site) -> refs.ReferencesFile:
-    """Validate a site's references file against the checks in the tree, and
-    its host expectations."""
-    ref_file = site.check_references()
-    site.load_host_expectations()
-    return ref_file
-
-
 #: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
 SITE_FILES_STAMP = "site-files.checked"
 
 
 def _site_files_stamp(site: Site) -> str:
-    """Every input of :func:`check_site_references` (the site's files by
+    """Every input of :meth:`hpcval.site.Site.check_files` (the site's files by
     content, the check files and hpcval's checking code by mtime and size) with
     the versions of hpcval and ReFrame: equal stamps, equal verdict."""
     from importlib import metadata
 
-    from hpcval import audit
+    from hpcval import audit, tuning, yamlio
+    from hpcval import site as site_module
+    from hpcval.judging import settings
 
     parts = []
     for dist in ("hpcval", "ReFrame-HPC"):
@@ -114,12 +108,12 @@ def _site_files_stamp(site: Site) -> str:
             parts.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist} -")
-    for site_file in (site.references, site.host_expectations):
+    for site_file in site.checked_files:
         try:  # the site's own files by content: an edit is never missed
             parts.append(f"{site_file} {hashlib.sha256(site_file.read_bytes()).hexdigest()}")
         except OSError:
             parts.append(f"{site_file} -")
-    files = [Path(refs.__file__), Path(audit.__file__)]
+    files = [Path(m.__file__ or "") for m in (refs, audit, tuning, settings, yamlio, site_module)]
     for directory in (site.checks_dir, Path(refs.__file__).resolve().parent / "rfm"):
         files += sorted(directory.rglob("*.py"))
     for file in files:
@@ -322,16 +316,15 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             raise InputError(
                 f"{site.references}: the site has no references yet; run `hpcval validate "
                 f"--site {site.name} --record` once to measure and write them")
-        # the full check parses every check file and imports ReFrame: skipped
+        # every site file a run reads (references, host expectations, judging,
+        # MPI tuning): a wrong one stops here, before any benchmark runs (exit 2).
+        # The full check parses every check file and imports ReFrame: skipped
         # when none of its inputs changed since it last passed
-        # judging.yaml is read again after the run; a wrong one stops here,
-        # before any benchmark runs (exit 2)
-        site.load_judging()
         stamp = _site_files_stamp(site)
         if _site_files_checked(site, stamp):
             stamp = ""
         else:
-            check_site_references(site)
+            site.check_files()
     _preflight(site)
     if not record and stamp:
         with contextlib.suppress(HpcvalError, OSError):  # only a cache

@@ -212,6 +212,26 @@ class Site:
         return load_tuning(self.tuning) if self.tuning.exists() else None
 
     @property
+    def checked_files(self) -> tuple[Path, ...]:
+        """The site files :meth:`check_files` checks, in its order."""
+        return (self.references, self.host_expectations, self.judging, self.tuning)
+
+    def check_files(self) -> dict[Path, Any]:
+        """Every site file a run reads, checked as the run would read it,
+        before any check runs: ``references.yaml`` against the check classes
+        (:meth:`check_references`), then each of ``host-expectations.yaml``,
+        ``judging.yaml`` and ``mpi-tuning.yaml`` the site has. The first wrong
+        file raises (exit 2, one line naming the file, the key and what to
+        do); else ``{file: what it loaded}``, for the files there are."""
+        checked: dict[Path, Any] = {self.references: self.check_references()}
+        for path, load in ((self.host_expectations, self.load_host_expectations),
+                           (self.judging, self.load_judging),
+                           (self.tuning, self.load_tuning)):
+            if path.exists():
+                checked[path] = load()
+        return checked
+
+    @property
     def spack_env(self) -> Path:
         """The site's Spack environment, ``environments/<name>/``."""
         return self.root / ENVIRONMENTS_DIR / self.name

@@ -125,3 +125,69 @@ def test_provenance_is_what_the_site_config_declares(tmp_path, monkeypatch):
 def test_the_lab_declares_its_fabric():
     assert "fabric" in Site.load("lab", ROOT).provenance()  # None while no lab is up
     assert 'name == "lab"' not in (ROOT / "src/hpcval/verdicts.py").read_text()
+
+
+BAD_TUNING = "Allreduce: {setting: '12:0-8;3:9-100', ranks: '2', nodes: 1}\n"
+
+
+def _checkout(tmp_path: Path, monkeypatch) -> Site:
+    """A checkout with the real checks and a copy of the local site."""
+    import shutil
+
+    shutil.copytree(ROOT / "site-configs" / "local", tmp_path / "site-configs" / "local")
+    (tmp_path / "reframe-checks").symlink_to(ROOT / "reframe-checks")
+    monkeypatch.setenv("HPCVAL_ROOT", str(tmp_path))
+    monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
+    return Site.load("local", tmp_path)
+
+
+def test_one_check_covers_every_site_file(tmp_path, monkeypatch):
+    site = _checkout(tmp_path, monkeypatch)
+    site.judging.write_text("k: 7\n")
+    site.tuning.write_text("Allreduce: {setting: '12:0-8;3:9-100', ranks: 2, nodes: 1}\n")
+    checked = site.check_files()
+    assert list(checked) == [site.references, site.host_expectations, site.judging, site.tuning]
+    assert checked[site.judging].k == 7 and checked[site.tuning]["Allreduce"]["ranks"] == 2
+    site.tuning.write_text(BAD_TUNING)
+    with pytest.raises(SiteError, match=r"mpi-tuning.yaml: Allreduce.ranks: '2' is not a "
+                                        r"positive whole number; write the file again with "
+                                        r"`hpcval tune collectives --write`"):
+        site.check_files()
+
+
+def test_validate_stops_on_a_malformed_tuning_file_before_any_check_runs(
+        tmp_path, monkeypatch, capsys):
+    from hpcval import runner
+    from hpcval.cli import main
+
+    site = _checkout(tmp_path, monkeypatch)
+    site.tuning.write_text(BAD_TUNING)
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("ReFrame started")
+
+    monkeypatch.setattr(runner, "run_reframe", no_run)
+    assert main(["validate", "--site", "local"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hpcval: error: {site.tuning}: Allreduce.ranks: '2' is not a positive "
+                   "whole number; write the file again with `hpcval tune collectives "
+                   "--write`, or delete the entry (the tuned check then skips that "
+                   "collective)"]
+    assert not (site.var / "reports").exists() or not any((site.var / "reports").iterdir())
+    # `references check` says the same; a good file gets its OK line
+    assert main(["references", "check", "--site", "local"]) == 2
+    assert "Allreduce.ranks" in capsys.readouterr().err
+    site.tuning.write_text(BAD_TUNING.replace("'2'", "2"))
+    assert main(["references", "check", "--site", "local"]) == 0
+    assert f"{site.tuning}: OK" in capsys.readouterr().out.splitlines()
+
+
+def test_an_edited_tuning_or_judging_file_is_checked_again(tmp_path, monkeypatch):
+    from hpcval import runner
+
+    site = _checkout(tmp_path, monkeypatch)
+    stamp = runner._site_files_stamp(site)
+    for path, text in ((site.tuning, BAD_TUNING), (site.judging, "k: 3\n")):
+        path.write_text(text)
+        assert runner._site_files_stamp(site) != stamp
+        stamp = runner._site_files_stamp(site)
