@@ -150,11 +150,19 @@ class Site:
         """``config.py`` as ReFrame itself loads it
         (:func:`reframe.core.config.load_config`, then its schema check), with
         ReFrame's own definitions after the site's; a :class:`SiteError`
-        naming the file when it does not load."""
+        naming the file when it does not load. The file is read afresh each
+        time, as in a new ReFrame process (ReFrame keeps the module it
+        imported, so a second load would see the first one's values)."""
+        import sys
+
         from reframe.core.config import load_config
 
+        path = str(self.config)
+        for name, module in list(sys.modules.items()):
+            if getattr(module, "__file__", None) == path:
+                del sys.modules[name]
         try:
-            config = load_config(str(self.config))
+            config = load_config(path)
             config.validate()
         except Exception as err:  # noqa: BLE001 - a broken site config: say which file
             cause = f": {err.__cause__}" if err.__cause__ else ""

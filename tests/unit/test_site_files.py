@@ -191,3 +191,54 @@ def test_an_edited_tuning_or_judging_file_is_checked_again(tmp_path, monkeypatch
         path.write_text(text)
         assert runner._site_files_stamp(site) != stamp
         stamp = runner._site_files_stamp(site)
+
+
+# -- vetting reads the site as ReFrame and a run do --------------------------
+
+def _vet_site(directory: Path, system: str, partition: str, environ: str = "impi"):
+    from hpcval.vet.sitecfg import VetSite
+
+    return VetSite(name=directory.name, dir=directory, var=directory / "var", system=system,
+                   partition=partition, slurm_partition=partition, env_name=environ)
+
+
+def test_vetting_bounds_are_the_checks_references_resolved():
+    bounds = _vet_site(ROOT / "site-configs" / "lab", "lab", "lab").references()
+    assert {fig: round(b, 6) for fig, (b, _) in bounds.items()} == {
+        "pingpong_bw_1MiB": 170.4, "shm_pingpong_bw_1MiB": 200.0, "triad_bw": 1000.0}
+    assert bounds["pingpong_bw_1MiB"][1] == "references.yaml: imb_pingpong_internode_check bw_1MiB"
+
+
+def test_vetting_resolves_indexed_references_per_environment(tmp_path):
+    site = _site(tmp_path, "indexed")
+    site.references.write_text(
+        "imb_pingpong_check:\n"
+        "  $index: [$environ, cache]\n"
+        "  impi: {warm: {bw_1MiB: [300.0, -0.5, null, MB/s]}}\n"
+        "  'open.*': {warm: {bw_1MiB: [100.0, -0.5, null, MB/s]}}\n"
+        "cfdio_triad_check:\n"
+        "  $index: [ranks]\n"
+        "  2: {triad_bw: [5000.0, -0.8, null, MB/s]}\n")
+    assert _vet_site(site.dir, "c", "p").references() == {
+        "shm_pingpong_bw_1MiB": (150.0, "references.yaml: imb_pingpong_check bw_1MiB")}
+    assert _vet_site(site.dir, "c", "p", "openmpi").references()[
+        "shm_pingpong_bw_1MiB"][0] == 50.0
+    # an environment with no reference, a parameter vetting does not know: no bound
+    assert _vet_site(site.dir, "c", "p", "mpich").references() == {}
+
+
+def test_vetting_loads_the_site_config_through_reframe(tmp_path, monkeypatch):
+    from hpcval.vet import sitecfg
+
+    monkeypatch.setenv("HPCVAL_ROOT", str(tmp_path))
+    monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
+    site = _site(tmp_path, "slurmy")
+    site.config.write_text(SITE_CONFIG.replace('"scheduler": "local", "launcher": "local"',
+                                               '"scheduler": "squeue", "launcher": "srun", '
+                                               '"access": ["--partition=batch"]'))
+    found = sitecfg.load("slurmy", environ="builtin")  # ReFrame's own builtin environment
+    assert (found.system, found.partition, found.slurm_partition) == ("t", "p", "batch")
+    # ReFrame's schema refuses what a plain import of config.py would let through
+    site.config.write_text(SITE_CONFIG.replace('"environs"', '"environ"'))
+    with pytest.raises(SiteError, match=r"slurmy/config.py: the site config fails to load"):
+        sitecfg.load("slurmy", environ="builtin")
