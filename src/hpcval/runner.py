@@ -340,16 +340,16 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         env.pop(RECORD_ENV, None)
     from hpcval import procs
 
-    stopper = RunStopper(run_id, site.var / "stage" / run_id)
+    stopper = RunStopper(run_id, site.stage_dir(run_id))
     # the lock is released only after the run's last process is gone
-    with site_lock(site.var / "validate.lock", f"validate run {run_id}", lock_timeout,
+    with site_lock(site.lock_file, f"validate run {run_id}", lock_timeout,
                    log=lambda m: print(m, file=sys.stderr, flush=True)), stopper.installed():
         procs.current = stopper
         try:
             print(f"hpcval: run {run_id} on site {site.name}", file=out)
             print("+ " + " ".join(cmd), file=out, flush=True)
             console = run_reframe(cmd, env, site.root, out,
-                                  site.var / "logs" / f"{run_id}.out", site.config, stopper)
+                                  site.run_log(run_id), site.config, stopper)
             outcome = _conclude(site, run_id, report_path, console, record, out,
                                 reframe_args or [], stopper)
         finally:
@@ -373,7 +373,7 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         return _interrupted(site, run_id, report_path, console, out, stopper)
     if not report_path.is_file() or report_path.stat().st_size == 0:
         free = shutil.disk_usage(site.var).free if site.var.exists() else 0
-        log = site.var / "logs" / f"{run_id}.out"
+        log = site.run_log(run_id)
         config_error = next((e for e in console.errors
                              if any(k in e for k in _CONFIG_ERRORS)), None)
         if free < MIN_FREE_BYTES:
@@ -453,7 +453,7 @@ def _interrupted(site: Site, run_id: str, report_path: Path, console: _Console,
             print(f"hpcval: error: {err}", file=sys.stderr)
     if report is None or not report.cases:
         print(f"hpcval: run {run_id} stopped by {name} before any test case finished: nothing "
-              f"stored (ReFrame's output is in {site.var / 'logs' / f'{run_id}.out'})",
+              f"stored (ReFrame's output is in {site.run_log(run_id)})",
               file=sys.stderr)
         return Outcome(code, None, None, console.returncode, run_id)
     judged = verdicts.mark_interrupted(site, run_id, report, stored=stored)

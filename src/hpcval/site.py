@@ -263,6 +263,36 @@ class Site:
     def report_path(self, run_id: str) -> Path:
         return self.reports_dir / f"run-report-{run_id}.json"
 
+    def stage_dir(self, run_id: str) -> Path:
+        """ReFrame's stage directory of one run (its jobs' working directories)."""
+        return self.var / "stage" / run_id
+
+    def output_dir(self, run_id: str) -> Path:
+        """ReFrame's output directory of one run."""
+        return self.var / "output" / run_id
+
+    def run_log(self, run_id: str) -> Path:
+        """ReFrame's console output of one run, as hpcval kept it."""
+        return self.var / "logs" / f"{run_id}.out"
+
+    @property
+    def lock_file(self) -> Path:
+        """The site lock: validations and store rebuilds of one site take turns."""
+        return self.var / "validate.lock"
+
+    @property
+    def topology_dir(self) -> Path:
+        """Where ReFrame keeps the processor topology it detected per partition."""
+        return self.var / "topology"
+
+    @property
+    def perflogs_dir(self) -> Path:
+        return self.var / "perflogs"
+
+    @property
+    def reframe_log(self) -> Path:
+        return self.var / "reframe.log"
+
 
 def known_sites(root: Path) -> list[str]:
     base = root / SITE_CONFIGS_DIR

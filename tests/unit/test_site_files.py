@@ -31,6 +31,29 @@ def test_every_site_file_is_a_site_property(tmp_path):
     assert all(p.parent == site.dir for p in (site.references, site.tuning, site.judging))
 
 
+def test_the_results_store_is_laid_out_by_the_site(tmp_path, monkeypatch):
+    """The run's stage directory the stopper cleans is the one ReFrame was
+    given, and `validate` and `store rebuild` take the same lock."""
+    from hpcval.rfm.site import common_sections, run_directories
+    from hpcval.runid import ENV
+
+    monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
+    monkeypatch.setenv(ENV, "20261126T000000Z-abcdef")
+    monkeypatch.setattr("hpcval.runid._current", None)
+    site = _site(tmp_path)
+    dirs = run_directories(site.dir)
+    assert dirs["stagedir"] == str(site.stage_dir("20261126T000000Z-abcdef"))
+    assert dirs["outputdir"] == str(site.output_dir("20261126T000000Z-abcdef"))
+    general = common_sections(site.dir)["general"][0]
+    assert general["topology_prefix"] == str(site.topology_dir) and site.topology_dir.is_dir()
+    assert general["check_search_path"] == [str(site.checks_dir)]
+    assert site.lock_file.parent == site.var == tmp_path / "var" / "s"
+    assert site.run_log("r1") == site.var / "logs" / "r1.out"
+    sources = "".join((ROOT / "src/hpcval" / f).read_text()
+                      for f in ("runner.py", "commands/store.py", "rfm/site.py"))
+    assert '"validate.lock"' not in sources and '"stage"' not in sources
+
+
 def test_a_site_without_optional_files(tmp_path):
     site = _site(tmp_path)
     assert site.load_host_expectations() is None

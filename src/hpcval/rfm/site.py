@@ -35,14 +35,13 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     samples and provenance, and is rebuilt from the JSON run reports at any time.
     """
     site = Site.from_dir(site_dir)
-    store = site.var
-    for sub in ("reports", "perflogs", "topology"):
-        (store / sub).mkdir(parents=True, exist_ok=True)
+    for directory in (site.reports_dir, site.perflogs_dir, site.topology_dir):
+        directory.mkdir(parents=True, exist_ok=True)
     return {
         "general": [
             {
                 "report_file": str(site.report_path(current_run_id())),
-                "topology_prefix": str(store / "topology"),
+                "topology_prefix": str(site.topology_dir),
                 "check_search_path": [str(site.checks_dir)],
                 "check_search_recursive": True,
             }
@@ -54,7 +53,7 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
                 "handlers": [
                     {"type": "stream", "name": "stdout", "level": "info",
                      "format": "%(message)s"},
-                    {"type": "file", "name": str(store / "reframe.log"), "level": "debug",
+                    {"type": "file", "name": str(site.reframe_log), "level": "debug",
                      "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
                      "append": True},
                 ],
@@ -71,7 +70,7 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
                             "%(check_result)s"
                         ),
                         "append": True,
-                        "basedir": str(store / "perflogs"),
+                        "basedir": str(site.perflogs_dir),
                     }
                 ],
             }
@@ -99,8 +98,8 @@ def run_directories(site_dir: str | Path) -> dict[str, str]:
     """
     site = Site.from_dir(site_dir)
     run_id = current_run_id()
-    return {"prefix": str(site.var), "outputdir": str(site.var / "output" / run_id),
-            "stagedir": str(site.var / "stage" / run_id)}
+    return {"prefix": str(site.var), "outputdir": str(site.output_dir(run_id)),
+            "stagedir": str(site.stage_dir(run_id))}
 
 
 def intel_mpi_from_pypi(prefix: str | Path | None = None) -> Environment | None:
