@@ -63,7 +63,8 @@ def shared_fs_extras() -> dict[str, str]:
 
 def provenance() -> dict[str, str | None]:
     """Stored with every run (``extras.provenance``): the fabric profile the
-    lab's links have (``hpcval lab fabric``), None while no lab is up."""
+    lab's links have when ReFrame reads this config at the start of the run
+    (``hpcval lab fabric``), None while no lab is up."""
     try:
         return {"fabric": current_fabric()}
     except Exception:  # noqa: BLE001 - the lab may be down; provenance is best effort

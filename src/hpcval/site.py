@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcval.errors import HpcvalError, InputError, SiteError
+from hpcval.errors import InputError, SiteError
 from hpcval.paths import CHECKS_DIR, ENVIRONMENTS_DIR, SITE_CONFIGS_DIR, project_root
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ JUDGING_FILE = "judging.yaml"
 #: Partition extra that names the site directory (set by ``partition_extras``).
 SITE_DIR_EXTRA = "site_dir"
 #: Partition extra with facts about the machine that every stored run keeps
-#: beside its own (``{"fabric": ...}`` on the lab): :meth:`Site.provenance`.
+#: beside its own (``{"fabric": ...}`` on the lab; recorded by each check as
+#: ``site_provenance``, read by :func:`hpcval.verdicts.provenance`).
 PROVENANCE_EXTRA = "provenance"
 
 
@@ -169,20 +170,6 @@ class Site:
             raise SiteError(f"{self.config}: the site config fails to load: {err}{cause}") \
                 from None
         return config
-
-    def provenance(self) -> dict[str, Any]:
-        """What the site config declares about the machine for every stored
-        run: its partitions' ``extras.provenance``, merged; empty where it
-        declares none or does not load (provenance is best effort)."""
-        try:
-            systems = self.reframe_config()["systems"]
-        except HpcvalError:
-            return {}
-        found: dict[str, Any] = {}
-        for system in systems:
-            for partition in system.get("partitions", []):
-                found.update((partition.get("extras") or {}).get(PROVENANCE_EXTRA) or {})
-        return found
 
     def load_references(self, known_checks: Any = None) -> ReferencesFile:
         """``references.yaml``, validated (:func:`hpcval.references.load_references`);

@@ -124,29 +124,48 @@ site_configuration = {
 '''
 
 
-def test_provenance_is_what_the_site_config_declares(tmp_path, monkeypatch):
-    from hpcval.verdicts import provenance
-
+def test_the_site_config_loads_as_reframe_loads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
     site = _site(tmp_path, "declares")
     site.config.write_text(SITE_CONFIG)
-    assert site.reframe_config()["systems"][0]["name"] == "t"
-    prov = provenance(site)
-    assert prov["fabric"] == "1g" and prov["kernel"] and prov["machine"]
-    # a site that declares nothing, or whose config does not load, adds nothing
-    plain = _site(tmp_path, "plain")
-    plain.config.write_text(SITE_CONFIG.replace(', provenance={"fabric": "1g"}', ""))
-    assert plain.provenance() == {}
+    (part,) = site.reframe_config()["systems"][0]["partitions"]
+    assert part["extras"]["provenance"] == {"fabric": "1g"}
     broken = _site(tmp_path, "broken")
     broken.config.write_text("site_configuration = {'systems': 1}\n")
     with pytest.raises(SiteError, match=r"broken/config.py: the site config fails to load"):
         broken.reframe_config()
-    assert broken.provenance() == {} and "fabric" not in provenance(broken)
 
+
+def test_provenance_is_what_the_site_config_declares(tmp_path):
+    """Each check records its partition's extras.provenance; the stored run
+    keeps it beside the host's kernel and machine."""
+    import json
+
+    from hpcval.rfm.base import HpcvalTest
+    from hpcval.runreport import load_run_report
+    from hpcval.verdicts import provenance
+
+    fake = SimpleNamespace(
+        current_environ=SimpleNamespace(extras={"mpi_stack": "impi"}),
+        current_partition=SimpleNamespace(extras={"provenance": {"fabric": "1g"}}),
+        spack_package=None)
+    HpcvalTest._hpcval_record_stack(fake)
+    assert fake.site_provenance == {"fabric": "1g"} and fake.mpi_stack == "impi"
+
+    data = json.loads((ROOT / "tests/data/compare/lab-1g-run-report.json").read_text())
+    path = tmp_path / "run-report.json"
+    path.write_text(json.dumps(data))
+    plain = provenance(load_run_report(path))
+    assert set(plain) == {"kernel", "machine"}  # a site that declares nothing adds nothing
+    for case in data["runs"][0]["testcases"]:
+        case["site_provenance"] = fake.site_provenance
+    path.write_text(json.dumps(data))
+    assert provenance(load_run_report(path)) == {**plain, "fabric": "1g"}
 
 
 def test_the_lab_declares_its_fabric():
-    assert "fabric" in Site.load("lab", ROOT).provenance()  # None while no lab is up
+    (part,) = Site.load("lab", ROOT).reframe_config()["systems"][0]["partitions"]
+    assert "fabric" in part["extras"]["provenance"]  # None while no lab is up
     assert 'name == "lab"' not in (ROOT / "src/hpcval/verdicts.py").read_text()
 
 

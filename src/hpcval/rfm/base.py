@@ -46,7 +46,7 @@ from hpcval.rfm.site import (
     shell_value,
 )
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
-from hpcval.site import Site
+from hpcval.site import PROVENANCE_EXTRA, Site
 
 # Topologies of the partitions, by full name (detected once per ReFrame run).
 _TOPOLOGIES: dict[str, topology.Topology] = {}
@@ -215,6 +215,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`str`
     mpi_stack = variable(str, value="unknown", loggable=True)
 
+    #: What the site config declares about the machine (the partition's
+    #: ``extras.provenance``, e.g. the lab's fabric), kept with the stored run.
+    site_provenance = variable(dict, value={}, loggable=True)
+
     #: Concrete spec of the benchmark and the MPI it ran with, where Spack built
     #: them (the environment's ``extras.spec``, see hpcval.spack.describe_spec);
     #: empty otherwise.
@@ -279,6 +283,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
         self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
+        self.site_provenance = dict(self.current_partition.extras.get(PROVENANCE_EXTRA) or {})
         if self.spack_package:
             entry = self._spack_entry(self.spack_package)
             self.software_spec = str(entry["spec"]) if entry else ""
