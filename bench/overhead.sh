@@ -113,7 +113,7 @@ rows = {}
 for (path, _line, name), (_cc, _nc, _tt, cum, _callers) in stats.stats.items():
     for label, (mod, fn) in {
         "reframe itself (subprocess, waited for)": ("hpcval/runner.py", "run_reframe"),
-        "site and references checks": ("hpcval/runner.py", "check_site_references"),
+        "site and references checks": ("hpcval/site.py", "check_files"),
         "preflight (store writable, disk space)": ("hpcval/runner.py", "_preflight"),
         "store the run and judge it": ("hpcval/verdicts.py", "store_and_judge"),
         "verdict table and HTML report": ("hpcval/runner.py", "publish"),

@@ -14,6 +14,7 @@ for the ``unshaped`` profile.
 
 from pathlib import Path
 
+from hpcval.lab.cluster import current_fabric
 from hpcval.lab.layout import NODE_IFACE, default_state_dir
 from hpcval.lab.slurm import PMI2_LIBRARY, node_cpus
 from hpcval.lab.state import LabState
@@ -60,6 +61,16 @@ def shared_fs_extras() -> dict[str, str]:
     return {"shared_fs_dir": str(state.fileserver["mount"])}
 
 
+def provenance() -> dict[str, str | None]:
+    """Stored with every run (``extras.provenance``): the fabric profile the
+    lab's links have when ReFrame reads this config at the start of the run
+    (``hpcval lab fabric``), None while no lab is up."""
+    try:
+        return {"fabric": current_fabric()}
+    except Exception:  # noqa: BLE001 - the lab may be down; provenance is best effort
+        return {"fabric": None}
+
+
 ENVIRONMENTS = [*lab_environments(), plain_environment()]
 
 site_configuration = {
@@ -85,7 +96,8 @@ site_configuration = {
                     # lab nodes are namespaces on this host: its processor and
                     # caches (cache-cold buffer sizes), with the CPUs a node gets
                     "processor": {**processor_info(), "num_cpus": node_cpus()},
-                    "extras": partition_extras(SITE_DIR, **shared_fs_extras()),
+                    "extras": partition_extras(SITE_DIR, provenance=provenance(),
+                                               **shared_fs_extras()),
                 }
             ],
         }

@@ -36,8 +36,6 @@ from hpcval.errors import ParseError, SiteError
 from hpcval.expectations import describe, matches
 from hpcval.gpu_audit import SETTINGS as GPU_SETTINGS  # gpu.* keys: the GPU audit's
 
-EXPECTATIONS_FILE = "host-expectations.yaml"
-
 Reader = Callable[[Path], "str | None"]
 
 

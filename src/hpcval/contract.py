@@ -116,7 +116,7 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
     partitions = {f"{r['system']}:{r['partition']}" for r in cases}
     out: dict[str, Any] = {}
     if site.references.exists():
-        for name, entry in refs.load_references(site.references).entries.items():
+        for name, entry in site.load_references().entries.items():
             out[name] = {"$index": list(entry.index), **entry.data} if entry.index \
                 else dict(entry.data)
     # per check: (parameter names, index values, figure series) of each measured case

@@ -7,7 +7,12 @@ from pathlib import Path
 
 from hpcval.errors import SiteError
 
-_MARKERS = ("site-configs", "reframe-checks")
+#: The checkout's directories of check files, site configs and Spack environments.
+CHECKS_DIR = "reframe-checks"
+SITE_CONFIGS_DIR = "site-configs"
+ENVIRONMENTS_DIR = "environments"
+
+_MARKERS = (SITE_CONFIGS_DIR, CHECKS_DIR)
 
 
 def _looks_like_root(path: Path) -> bool:
@@ -32,3 +37,9 @@ def project_root() -> Path:
         "cannot find the hpcval checkout (a directory with site-configs/ and "
         "reframe-checks/); run from inside it or set HPCVAL_ROOT"
     )
+
+
+def checks_dir(root: Path | None = None) -> Path:
+    """``reframe-checks/`` of the checkout ``root`` (default: :func:`project_root`);
+    with a site at hand, ask it: :attr:`hpcval.site.Site.checks_dir`."""
+    return (root or project_root()) / CHECKS_DIR

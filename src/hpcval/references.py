@@ -44,7 +44,6 @@ from hpcval.errors import ReferencesError
 from hpcval.figures import band_bounds, stored_direction, worse_side_band
 from hpcval.yamlio import load_yaml_bounded
 
-REFERENCES_FILE = "references.yaml"
 SPECIAL_INDEX_KEYS = ("$system", "$partition", "$environ")
 _XFAIL = "$xfail"
 
@@ -331,29 +330,22 @@ def load_references_text(text: str | bytes, path: str | Path,
     return ReferencesFile(path, entries)
 
 
-def check_site_files(site_dir: str | Path, checks_dir: str | Path,
-                     references: str | Path | None = None) -> ReferencesFile:
-    """Every validation a run would make of a site's input files, without
-    running anything: the references file (structure, numbers, thresholds as
-    ReFrame applies them, check names, scopes, index keys as regexes,
-    ``$index`` attributes of each check, variables and units of the checks
-    that declare their figures in the class) and ``host-expectations.yaml``.
+def check_references(path: str | Path, checks_dir: str | Path) -> ReferencesFile:
+    """Every validation a run would make of a references file, without running
+    anything: structure, numbers, thresholds as ReFrame applies them, check
+    names, scopes, index keys as regexes, ``$index`` attributes of each check,
+    variables and units of the checks that declare their figures in the class.
     Variables, units and ``$index`` values are checked again per test case
-    before each benchmark starts (:class:`hpcval.rfm.HpcvalTest`)."""
-    from hpcval import audit
-
-    site_dir = Path(site_dir)
+    before each benchmark starts (:class:`hpcval.rfm.HpcvalTest`). The other
+    site files: :meth:`hpcval.site.Site.check_files`."""
     classes = check_attributes_in(checks_dir, Path(__file__).resolve().parent / "rfm")
-    ref_file = load_references(references or site_dir / REFERENCES_FILE,
-                               known_checks=check_names_in(checks_dir), check_classes=classes)
+    ref_file = load_references(path, known_checks=check_names_in(checks_dir),
+                               check_classes=classes)
     figures = figures_in(checks_dir)
     for name, entry in ref_file.entries.items():
         reported = figures.get(name)
         if reported is not None:
             check_entry_variables(entry, reported, ref_file.path)
-    expectations = site_dir / audit.EXPECTATIONS_FILE
-    if expectations.exists():
-        audit.load_expectations(expectations)
     return ref_file
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from hpcval import checks, sizereport, svgplot
 from hpcval.errors import HpcvalError
 from hpcval.figures import BETTER, stored_direction
+from hpcval.paths import CHECKS_DIR, checks_dir
 from hpcval.runreport import CaseResult as CaseResult
 from hpcval.runreport import PerfValue as PerfValue
 from hpcval.runreport import RunReport as RunReport
@@ -73,7 +74,7 @@ def area_of(check: str, filename: str | None, areas: dict[str, str]) -> str:
     the file ReFrame loaded it from, else ``other``."""
     if check in areas:
         return areas[check]
-    if filename and Path(filename).parent.parent.name == "reframe-checks":
+    if filename and Path(filename).parent.parent.name == CHECKS_DIR:
         return Path(filename).parent.name
     return "other"
 
@@ -103,7 +104,7 @@ class RunHistory:
         from hpcval import trend
         from hpcval.store import Store, case_key
 
-        hist = cls(run_id, areas=check_areas(site.root / "reframe-checks"), site=site.name)
+        hist = cls(run_id, areas=check_areas(site.checks_dir), site=site.name)
         store = Store(site.history_db)
         try:
             runs = [r for r in store.runs()]
@@ -245,9 +246,7 @@ def figure_rows(report: RunReport, history: RunHistory | None = None) -> list[Ro
     if history is None:
         history = RunHistory("")
         with contextlib.suppress(HpcvalError, OSError):
-            from hpcval.paths import project_root
-
-            history.areas = check_areas(project_root() / "reframe-checks")
+            history.areas = check_areas(checks_dir())
     rows = []
     for c in report.cases:
         key = case_key(c.display_name, c.system, c.partition, c.environ)

@@ -88,22 +88,19 @@ def reframe_command() -> list[str]:
     return [found]
 
 
-def check_site_references(site: Site) -> refs.ReferencesFile:
-    """Validate a site's references file against the checks in the tree."""
-    return refs.check_site_files(site.dir, site.root / "reframe-checks", site.references)
-
-
 #: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
 SITE_FILES_STAMP = "site-files.checked"
 
 
 def _site_files_stamp(site: Site) -> str:
-    """Every input of :func:`check_site_references` (the site's files by
+    """Every input of :meth:`hpcval.site.Site.check_files` (the site's files by
     content, the check files and hpcval's checking code by mtime and size) with
     the versions of hpcval and ReFrame: equal stamps, equal verdict."""
     from importlib import metadata
 
-    from hpcval import audit
+    from hpcval import audit, tuning, yamlio
+    from hpcval import site as site_module
+    from hpcval.judging import settings
 
     parts = []
     for dist in ("hpcval", "ReFrame-HPC"):
@@ -111,13 +108,13 @@ def _site_files_stamp(site: Site) -> str:
             parts.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist} -")
-    for site_file in (site.references, site.dir / audit.EXPECTATIONS_FILE):
+    for site_file in site.checked_files:
         try:  # the site's own files by content: an edit is never missed
             parts.append(f"{site_file} {hashlib.sha256(site_file.read_bytes()).hexdigest()}")
         except OSError:
             parts.append(f"{site_file} -")
-    files = [Path(refs.__file__), Path(audit.__file__)]
-    for directory in (site.root / "reframe-checks", Path(refs.__file__).resolve().parent / "rfm"):
+    files = [Path(m.__file__ or "") for m in (refs, audit, tuning, settings, yamlio, site_module)]
+    for directory in (site.checks_dir, Path(refs.__file__).resolve().parent / "rfm"):
         files += sorted(directory.rglob("*.py"))
     for file in files:
         try:
@@ -319,25 +316,22 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             raise InputError(
                 f"{site.references}: the site has no references yet; run `hpcval validate "
                 f"--site {site.name} --record` once to measure and write them")
-        # the full check parses every check file and imports ReFrame: skipped
+        # every site file a run reads (references, host expectations, judging,
+        # MPI tuning): a wrong one stops here, before any benchmark runs (exit 2).
+        # The full check parses every check file and imports ReFrame: skipped
         # when none of its inputs changed since it last passed
-        # judging.yaml is read again after the run; a wrong one stops here,
-        # before any benchmark runs (exit 2)
-        from hpcval.judging.settings import JudgingSettings
-
-        JudgingSettings.load(site.judging)
         stamp = _site_files_stamp(site)
         if _site_files_checked(site, stamp):
             stamp = ""
         else:
-            check_site_references(site)
+            site.check_files()
     _preflight(site)
     if not record and stamp:
         with contextlib.suppress(HpcvalError, OSError):  # only a cache
             atomic_write(site.var / SITE_FILES_STAMP, stamp, "noting the checked site files")
     run_id = new_run_id()
     report_path = site.report_path(run_id)
-    cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.root / "reframe-checks"),
+    cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.checks_dir),
            "-R", "-r", "--report-file", str(report_path), *(reframe_args or [])]
     env = {**os.environ, RUN_ID_ENV: run_id}
     if record:
@@ -346,16 +340,16 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         env.pop(RECORD_ENV, None)
     from hpcval import procs
 
-    stopper = RunStopper(run_id, site.var / "stage" / run_id)
+    stopper = RunStopper(run_id, site.stage_dir(run_id))
     # the lock is released only after the run's last process is gone
-    with site_lock(site.var / "validate.lock", f"validate run {run_id}", lock_timeout,
+    with site_lock(site.lock_file, f"validate run {run_id}", lock_timeout,
                    log=lambda m: print(m, file=sys.stderr, flush=True)), stopper.installed():
         procs.current = stopper
         try:
             print(f"hpcval: run {run_id} on site {site.name}", file=out)
             print("+ " + " ".join(cmd), file=out, flush=True)
             console = run_reframe(cmd, env, site.root, out,
-                                  site.var / "logs" / f"{run_id}.out", site.config, stopper)
+                                  site.run_log(run_id), site.config, stopper)
             outcome = _conclude(site, run_id, report_path, console, record, out,
                                 reframe_args or [], stopper)
         finally:
@@ -379,7 +373,7 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         return _interrupted(site, run_id, report_path, console, out, stopper)
     if not report_path.is_file() or report_path.stat().st_size == 0:
         free = shutil.disk_usage(site.var).free if site.var.exists() else 0
-        log = site.var / "logs" / f"{run_id}.out"
+        log = site.run_log(run_id)
         config_error = next((e for e in console.errors
                              if any(k in e for k in _CONFIG_ERRORS)), None)
         if free < MIN_FREE_BYTES:
@@ -388,7 +382,7 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
             # ReFrame writes no report when it runs no test case ("Running 0 check(s)")
             given = " ".join(shlex.quote(a) for a in reframe_args) or "(none)"
             lister = shlex.join([*reframe_command(), "-C", str(site.config), "-c",
-                                 str(site.root / "reframe-checks"), "-R", "-l"])
+                                 str(site.checks_dir), "-R", "-l"])
             listing = f"`{lister}` lists the checks"
             why = (f"ReFrame refused them: {console.usage_errors[-1]}" if console.usage_errors
                    else "they select none of the checks this site runs (-n selects by "
@@ -459,7 +453,7 @@ def _interrupted(site: Site, run_id: str, report_path: Path, console: _Console,
             print(f"hpcval: error: {err}", file=sys.stderr)
     if report is None or not report.cases:
         print(f"hpcval: run {run_id} stopped by {name} before any test case finished: nothing "
-              f"stored (ReFrame's output is in {site.var / 'logs' / f'{run_id}.out'})",
+              f"stored (ReFrame's output is in {site.run_log(run_id)})",
               file=sys.stderr)
         return Outcome(code, None, None, console.returncode, run_id)
     judged = verdicts.mark_interrupted(site, run_id, report, stored=stored)

@@ -238,7 +238,7 @@ def new_site(name: str, root: Path | None = None, scheduler: str = "auto",
                             "writing the site config"),
                atomic_write(site.judging, JUDGING_TEMPLATE.format(name=name),
                             "writing judging settings")]
-    template = site.root / "environments" / "local" / "spack.yaml"
+    template = Site("local", site.root).spack_env / "spack.yaml"
     target = site.spack_env / "spack.yaml"
     if template.is_file() and not target.exists():
         text = template.read_text()

@@ -17,10 +17,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcval.errors import InputError, SiteError
-from hpcval.paths import project_root
+from hpcval.paths import CHECKS_DIR, ENVIRONMENTS_DIR, SITE_CONFIGS_DIR, project_root
+
+if TYPE_CHECKING:
+    from hpcval.judging.settings import JudgingSettings
+    from hpcval.references import ReferencesFile
 
 #: What a site name may be: letters, digits, ``.``, ``_``, ``-``; 64 at most.
 SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -28,6 +32,8 @@ SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: Characters a shell or ReFrame's path expansion would act on.
 _UNSAFE_PATH = re.compile(r"[$`;&|<>(){}\\\"'\s*?!\[\]#~]")
 
+#: The files of ``site-configs/<site>/``: every module reaches them through a
+#: :class:`Site` property of the same name and loads them with its ``load_*``.
 CONFIG_FILE = "config.py"
 REFERENCES_FILE = "references.yaml"
 HOST_EXPECTATIONS_FILE = "host-expectations.yaml"
@@ -36,6 +42,10 @@ JUDGING_FILE = "judging.yaml"
 
 #: Partition extra that names the site directory (set by ``partition_extras``).
 SITE_DIR_EXTRA = "site_dir"
+#: Partition extra with facts about the machine that every stored run keeps
+#: beside its own (``{"fabric": ...}`` on the lab; recorded by each check as
+#: ``site_provenance``, read by :func:`hpcval.verdicts.provenance`).
+PROVENANCE_EXTRA = "provenance"
 
 
 def validate_name(name: str, what: str = "--site") -> str:
@@ -101,9 +111,6 @@ class Site:
         configured = extras.get(SITE_DIR_EXTRA)
         if configured:
             return cls.from_dir(configured)
-        refs = extras.get("references")
-        if refs:
-            return cls.from_dir(Path(refs).parent)
         raise SiteError(
             f"partition {test.current_partition.fullname!r} has no extras.{SITE_DIR_EXTRA}: "
             "give every partition `extras: partition_extras(SITE_DIR)` in the site config "
@@ -111,7 +118,12 @@ class Site:
 
     @property
     def dir(self) -> Path:
-        return self.root / "site-configs" / self.name
+        return self.root / SITE_CONFIGS_DIR / self.name
+
+    @property
+    def checks_dir(self) -> Path:
+        """The check files ReFrame loads for this site (``reframe-checks/``)."""
+        return self.root / CHECKS_DIR
 
     @property
     def config(self) -> Path:
@@ -133,9 +145,91 @@ class Site:
     def judging(self) -> Path:
         return self.dir / JUDGING_FILE
 
+    # -- loading the site's files (each validated; errors name file and key) --
+
+    def reframe_config(self) -> Any:
+        """``config.py`` as ReFrame itself loads it
+        (:func:`reframe.core.config.load_config`, then its schema check), with
+        ReFrame's own definitions after the site's; a :class:`SiteError`
+        naming the file when it does not load. The file is read afresh each
+        time, as in a new ReFrame process (ReFrame keeps the module it
+        imported, so a second load would see the first one's values)."""
+        import sys
+
+        from reframe.core.config import load_config
+
+        path = str(self.config)
+        for name, module in list(sys.modules.items()):
+            if getattr(module, "__file__", None) == path:
+                del sys.modules[name]
+        try:
+            config = load_config(path)
+            config.validate()
+        except Exception as err:  # noqa: BLE001 - a broken site config: say which file
+            cause = f": {err.__cause__}" if err.__cause__ else ""
+            raise SiteError(f"{self.config}: the site config fails to load: {err}{cause}") \
+                from None
+        return config
+
+    def load_references(self, known_checks: Any = None) -> ReferencesFile:
+        """``references.yaml``, validated (:func:`hpcval.references.load_references`);
+        with ``known_checks``, every entry must name one of them."""
+        from hpcval.references import load_references
+
+        return load_references(self.references, known_checks=known_checks)
+
+    def check_references(self) -> ReferencesFile:
+        """``references.yaml`` checked against the check classes under
+        :attr:`checks_dir` as a run would check it
+        (:func:`hpcval.references.check_references`)."""
+        from hpcval.references import check_references
+
+        return check_references(self.references, self.checks_dir)
+
+    def load_host_expectations(self) -> dict[str, Any] | None:
+        """``host-expectations.yaml``, validated; ``None`` where the site has none."""
+        from hpcval.audit import load_expectations
+
+        return load_expectations(self.host_expectations) \
+            if self.host_expectations.exists() else None
+
+    def load_judging(self) -> JudgingSettings:
+        """``judging.yaml``, validated; the defaults where the site has none."""
+        from hpcval.judging.settings import JudgingSettings
+
+        return JudgingSettings.load(self.judging)
+
+    def load_tuning(self) -> dict[str, Any] | None:
+        """``mpi-tuning.yaml`` (``{collective: {setting, ranks, nodes}}``),
+        validated; ``None`` where the site has none."""
+        from hpcval.tuning import load_tuning
+
+        return load_tuning(self.tuning) if self.tuning.exists() else None
+
+    @property
+    def checked_files(self) -> tuple[Path, ...]:
+        """The site files :meth:`check_files` checks, in its order."""
+        return (self.references, self.host_expectations, self.judging, self.tuning)
+
+    def check_files(self) -> dict[Path, Any]:
+        """Every site file a run reads, checked as the run would read it,
+        before any check runs: ``references.yaml`` against the check classes
+        (:meth:`check_references`), then each of ``host-expectations.yaml``,
+        ``judging.yaml`` and ``mpi-tuning.yaml`` the site has. The first wrong
+        file raises (exit 2, one line naming the file, the key and what to
+        do); else ``{file: what it loaded}``, for the files there are."""
+        checked: dict[Path, Any] = {self.references: self.check_references()}
+        for path, load in ((self.host_expectations, self.load_host_expectations),
+                           (self.judging, self.load_judging),
+                           (self.tuning, self.load_tuning)):
+            if path.exists():
+                checked[path] = load()
+        return checked
+
     @property
     def spack_env(self) -> Path:
-        return self.root / "environments" / self.name
+        """The site's Spack environment, ``environments/<name>/``."""
+        return self.root / ENVIRONMENTS_DIR / self.name
 
     @property
     def var(self) -> Path:
@@ -156,9 +250,39 @@ class Site:
     def report_path(self, run_id: str) -> Path:
         return self.reports_dir / f"run-report-{run_id}.json"
 
+    def stage_dir(self, run_id: str) -> Path:
+        """ReFrame's stage directory of one run (its jobs' working directories)."""
+        return self.var / "stage" / run_id
+
+    def output_dir(self, run_id: str) -> Path:
+        """ReFrame's output directory of one run."""
+        return self.var / "output" / run_id
+
+    def run_log(self, run_id: str) -> Path:
+        """ReFrame's console output of one run, as hpcval kept it."""
+        return self.var / "logs" / f"{run_id}.out"
+
+    @property
+    def lock_file(self) -> Path:
+        """The site lock: validations and store rebuilds of one site take turns."""
+        return self.var / "validate.lock"
+
+    @property
+    def topology_dir(self) -> Path:
+        """Where ReFrame keeps the processor topology it detected per partition."""
+        return self.var / "topology"
+
+    @property
+    def perflogs_dir(self) -> Path:
+        return self.var / "perflogs"
+
+    @property
+    def reframe_log(self) -> Path:
+        return self.var / "reframe.log"
+
 
 def known_sites(root: Path) -> list[str]:
-    base = root / "site-configs"
+    base = root / SITE_CONFIGS_DIR
     if not base.is_dir():
         return []
     return sorted(p.name for p in base.iterdir()

@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hpcval.errors import ParseError, SiteError
 from hpcval.parsers.imb import check_complete, parse_imb
+from hpcval.yamlio import load_yaml_bounded
 
 MARKER = "HPCVAL-ALGORITHM"
 #: Largest message size Intel MPI's conditions accept (the open upper end).
 OPEN_END = 2147483647
-TUNING_FILE = "mpi-tuning.yaml"
 _MARKER_RE = re.compile(rf"^{MARKER} (\d+)\s*$", re.MULTILINE)
 
 
@@ -133,31 +131,48 @@ def mean_gain_pct(times: Mapping[int, Mapping[int, float]]) -> float:
     return 100.0 * (default - sum(b.best_us for b in bands)) / default if default else 0.0
 
 
+#: What to do about a wrong tuned settings file, in every message about one.
+_REWRITE = ("write the file again with `hpcval tune collectives --write`, or delete the "
+            "entry (the tuned check then skips that collective)")
+
+
 def load_tuning(path: str | Path) -> dict[str, Any]:
     """A site's tuned settings: ``{collective: {setting, ranks, nodes}}``."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise SiteError(f"{path}: no tuned settings (run `hpcval tune collectives --write`)") \
             from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SiteError(f"{path}: cannot read tuned settings: {err}") from None
-    return load_tuning_text(text, path)
+    except OSError as err:
+        raise SiteError(f"{path}: cannot read tuned settings: {err.strerror}") from None
+    return load_tuning_text(raw, path)
 
 
-def load_tuning_text(text: str, path: str | Path) -> dict[str, Any]:
-    """Validate tuned settings given as YAML text (``path`` names them)."""
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise SiteError(f"{path}: cannot read tuned settings: {err}") from None
+def load_tuning_text(text: str | bytes, path: str | Path) -> dict[str, Any]:
+    """Validate tuned settings given as YAML text (``path`` names them): each
+    collective's ``setting`` in Intel MPI's ``<alg>:<lo>-<hi>[;...]`` form, its
+    ``ranks`` and ``nodes``, where given, positive whole numbers. Errors name
+    the file and the key, in one line."""
+
+    def error(file: str, where: str, reason: str) -> SiteError:
+        return SiteError(f"{file}: {where + ': ' if where else ''}{reason}")
+
+    raw = text.encode() if isinstance(text, str) else text
+    data = load_yaml_bounded(raw, str(path), error) or {}
     if not isinstance(data, dict) or not data:
-        raise SiteError(f"{path}: must map collectives to their tuned settings")
+        raise SiteError(f"{path}: must map collectives to their tuned settings "
+                        f"({{Allreduce: {{setting: ..., ranks: N, nodes: N}}}}); {_REWRITE}")
     for coll, entry in data.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("setting"), str):
-            raise SiteError(f"{path}: {coll}.setting: missing or not a string")
+            raise SiteError(f"{path}: {coll}.setting: missing or not a string; {_REWRITE}")
         if not re.fullmatch(r"\d+:\d+-\d+(;\d+:\d+-\d+)*", entry["setting"]):
             raise SiteError(f"{path}: {coll}.setting: {entry['setting']!r} is not "
-                            "'<alg>:<lo>-<hi>[;...]'")
+                            f"'<alg>:<lo>-<hi>[;...]'; {_REWRITE}")
+        for key in ("ranks", "nodes"):
+            value = entry.get(key)
+            if key in entry and (not isinstance(value, int) or isinstance(value, bool)
+                                 or value < 1):
+                raise SiteError(f"{path}: {coll}.{key}: {value!r} is not a positive whole "
+                                f"number; {_REWRITE}")
     return data

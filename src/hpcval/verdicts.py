@@ -47,17 +47,17 @@ class Judged:
     verdicts: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
 
 
-def provenance(site: Site) -> dict[str, Any]:
-    """Where and on what a run ran, beyond what ReFrame's report says."""
-    prov: dict[str, Any] = {"kernel": platform.release(), "machine": platform.machine()}
-    if site.name == "lab":
-        try:
-            from hpcval.lab.cluster import current_fabric
-
-            prov["fabric"] = current_fabric()
-        except Exception:  # noqa: BLE001 - the lab may be down; provenance is best effort
-            prov["fabric"] = None
-    return prov
+def provenance(report: RunReport) -> dict[str, Any]:
+    """Where and on what a run ran, beyond what ReFrame's report says: this
+    host's kernel and machine, and what the site config declares in its
+    partitions' ``extras.provenance`` (e.g. the lab's fabric profile), as
+    the run's checks recorded it (``site_provenance``)."""
+    declared: dict[str, Any] = {}
+    for case in report.cases:
+        recorded = case.raw.get("site_provenance")
+        if isinstance(recorded, dict):
+            declared.update(recorded)
+    return {"kernel": platform.release(), "machine": platform.machine(), **declared}
 
 
 def _verdicts_file(site: Site, run_id: str) -> Path:
@@ -122,7 +122,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     """Store the run; unless ``record``, judge it and store the verdicts."""
     judged = Judged()
     store = Store(site.history_db)
-    run = records_from_report(report, run_id, site.name, provenance(site))
+    run = records_from_report(report, run_id, site.name, provenance(report))
     try:
         store.add_run(run)
     except StoreError as err:
@@ -136,7 +136,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     from hpcval import judging
 
     try:
-        settings = judging.JudgingSettings.load(site.judging)
+        settings = site.load_judging()
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)
@@ -237,7 +237,7 @@ def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = 
             except (OSError, ValueError):
                 judged.verdicts = []
         else:
-            run = records_from_report(report, run_id, site.name, provenance(site))
+            run = records_from_report(report, run_id, site.name, provenance(report))
             run.result, run.accepted = "interrupted", False
             store.add_run(run)
         store.set_verdicts(run_id, judged.verdicts, "interrupted", accepted=False)

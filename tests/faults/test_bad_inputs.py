@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 REFS = "site-configs/local/references.yaml"
 HOST = "site-configs/local/host-expectations.yaml"
 JUDGING = "site-configs/local/judging.yaml"
+TUNING = "site-configs/local/mpi-tuning.yaml"
 
 PINGPONG_OK = """imb_pingpong_check:
   $index: [cache]
@@ -164,6 +165,14 @@ CASES = [
          2, ("judging.yaml", "alpha: '0' must be a fraction in (0, 0.5)")),
     Case("validate-judging-unknown-key", JUDGING, b"kk: 5\n", ("validate", "--site", "local"),
          2, ("judging.yaml", "kk", "unknown setting")),
+    # --- mpi-tuning.yaml: the same, though only one check reads it ----------------
+    Case("tuning-setting-not-a-setting", TUNING, b"Allreduce: {setting: fast}\n",
+         ("references", "check", "--site", "local"), 2,
+         ("mpi-tuning.yaml", "Allreduce.setting", "hpcval tune collectives --write")),
+    Case("validate-tuning-ranks-quoted", TUNING,
+         b"Allreduce: {setting: '12:0-8;3:9-4096', ranks: '2', nodes: 1}\n",
+         ("validate", "--site", "local"), 2,
+         ("mpi-tuning.yaml", "Allreduce.ranks", "hpcval tune collectives --write")),
     # --- host-expectations.yaml -------------------------------------------------
     Case("host-non-utf8", HOST, b"smt_control: \"of\xfff\"\n",
          ("references", "check", "--site", "local"), 2,
@@ -233,6 +242,7 @@ def site(stored: Path) -> Iterator[Path]:
     for p, data in saved.items():
         (stored / p).write_bytes(data)
     (stored / JUDGING).unlink(missing_ok=True)
+    (stored / TUNING).unlink(missing_ok=True)
     for extra in ("garbage.json", "shape.json", "bad.json"):
         (stored / extra).unlink(missing_ok=True)
 

@@ -74,7 +74,8 @@ def test_local_config_carries_the_gpus(tmp_path: Path) -> None:
     assert part["features"] == ["gpu", "nvidia"]
     assert part["devices"] == [{"type": "gpu", "num_devices": 4, "arch": "sm_90"}]
     assert part["extras"]["gpu_model"] == "NVIDIA H200"
-    assert part["extras"]["references"].endswith("references.yaml")
+    # the site directory: the one route to the site's files (references included)
+    assert part["extras"]["site_dir"] == str((tmp_path / "site-configs" / "g").resolve())
     plain = _config(config_text("g", "local", []), tmp_path / "plain")
     assert "devices" not in plain["systems"][0]["partitions"][0]
 

@@ -106,3 +106,12 @@ def test_judging_imports_nothing_above_it() -> None:
     assert {m: d for m, d in above.items() if d} == {}
     ground = _imports()
     assert {m: sorted(ground[m] - GROUND) for m in GROUND} == {m: [] for m in GROUND}
+
+
+def test_only_the_lab_knows_the_lab() -> None:
+    """What a site adds (the lab's fabric in every run's provenance) comes from
+    its config's extras; no module outside the lab and its command imports it."""
+    users = sorted(m for m, deps in _imports().items()
+                   if any(d == "hpcval.lab" or d.startswith("hpcval.lab.") for d in deps)
+                   and not m.startswith(("hpcval.lab", "hpcval.commands.lab")))
+    assert users == []

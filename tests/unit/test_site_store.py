@@ -42,8 +42,21 @@ def test_site_files_and_unknown_site():
     assert site.config == ROOT / "site-configs/local/config.py"
     assert site.references.name == "references.yaml"
     assert site.spack_env == ROOT / "environments/local"
+    assert site.checks_dir == ROOT / "reframe-checks"
     with pytest.raises(InputError, match="no such site.*known sites: .*local"):
         Site.load("nosuchsite", ROOT)
+
+
+def test_the_checkout_directories_are_named_once():
+    """``reframe-checks`` and ``site-configs`` are spelled in hpcval.paths only;
+    everything else asks a Site (or hpcval.paths)."""
+    spelled: dict[str, list[str]] = {}
+    for file in sorted((ROOT / "src" / "hpcval").rglob("*.py")):
+        for name in ('"reframe-checks"', '"site-configs"'):
+            if name in file.read_text():
+                spelled.setdefault(name, []).append(file.relative_to(ROOT).as_posix())
+    assert spelled == {'"reframe-checks"': ["src/hpcval/paths.py"],
+                       '"site-configs"': ["src/hpcval/paths.py"]}
 
 
 @pytest.mark.parametrize("path", ["/tmp/$(touch X)", "/tmp/a;b", "/tmp/a b", "/tmp/`id`"])

@@ -72,6 +72,10 @@ def test_broken_sweeps(sweep_text):
     ("Allreduce: {setting: 'fast'}\n", "is not '<alg>:<lo>-<hi>"),
     ("Allreduce: {ranks: 2}\n", "Allreduce.setting: missing"),
     ("[]\n", "must map collectives"),
+    ("Allreduce: {setting: '12:0-8', ranks: '2'}\n", r"Allreduce.ranks: '2' is not a positive"),
+    ("Allreduce: {setting: '12:0-8', nodes: 0}\n", r"Allreduce.nodes: 0 is not a positive"),
+    ("Allreduce: {setting: [1\n", r"line 2: not valid YAML"),
+    ("Allreduce: {setting: '12:0-8'}\nAllreduce: {setting: '1:0-8'}\n", "given twice"),
 ])
 def test_tuning_file_validation(tmp_path, text, message):
     path = tmp_path / "mpi-tuning.yaml"
@@ -79,5 +83,8 @@ def test_tuning_file_validation(tmp_path, text, message):
     if message is None:
         assert tuning.load_tuning(path)["Allreduce"]["setting"] == "12:0-8;3:9-100"
     else:
-        with pytest.raises(SiteError, match=message):
+        with pytest.raises(SiteError, match=message) as err:
             tuning.load_tuning(path)
+        assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
+        assert "hpcval tune collectives --write" in str(err.value) or "YAML" in str(err.value) \
+            or "given twice" in str(err.value)

@@ -11,7 +11,7 @@ from hpcval import references as refs
 from hpcval.errors import InputError, ReferencesError
 from hpcval.fileio import atomic_write, keep_backup
 from hpcval.report import load_run_report
-from hpcval.runner import check_site_references, latest_report
+from hpcval.runner import latest_report
 from hpcval.site import Site
 
 
@@ -20,9 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     rsub = p.add_subparsers(dest="action", metavar="ACTION")
     rsub.required = True
 
-    c = rsub.add_parser("check", help="validate site-configs/<site>/references.yaml",
-                        description="Validate the site's references against the checks in "
-                        "reframe-checks/: structure, numbers, thresholds, check names.")
+    c = rsub.add_parser("check", help="validate the files of site-configs/<site>/",
+                        description="Validate every site file a run reads, as `hpcval "
+                        "validate` does before any check runs: the references against the "
+                        "checks in reframe-checks/ (structure, numbers, thresholds, check "
+                        "names), host-expectations.yaml, judging.yaml and mpi-tuning.yaml.")
     c.add_argument("--site", default="local")
     c.set_defaults(func=_check)
 
@@ -51,20 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
-    ref_file = check_site_references(site)
-    n = len(ref_file.entries)
-    print(f"{ref_file.path}: OK ({n} check{'s' if n != 1 else ''}: "
-          f"{', '.join(sorted(ref_file.entries))})")
-    from hpcval.audit import load_expectations
-
-    if site.host_expectations.exists():
-        load_expectations(site.host_expectations)
-        print(f"{site.host_expectations}: OK")
-    from hpcval import judging
-
-    if site.judging.exists():
-        judging.JudgingSettings.load(site.judging)
-        print(f"{site.judging}: OK")
+    checked = site.check_files()
+    for path in checked:
+        if path == site.references:
+            n = len(checked[path].entries)
+            print(f"{path}: OK ({n} check{'s' if n != 1 else ''}: "
+                  f"{', '.join(sorted(checked[path].entries))})")
+        else:
+            print(f"{path}: OK")
     return 0
 
 
@@ -95,7 +91,10 @@ def _capture(args: argparse.Namespace) -> int:
         raise InputError("references capture: --runs goes with --from-history; with "
                          "--tolerance T give one run report")
     path = site.references
-    existing = check_site_references(site) if path.exists() else None
+    existing = None
+    if path.exists():
+        existing = site.check_references()
+        site.load_host_expectations()
     report_path = args.run_report or latest_report(site)
     report = load_run_report(report_path)
     try:

@@ -42,7 +42,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
     # under the site's lock: a validation storing its run meanwhile would
     # write into the file moved aside
-    with site_lock(site.var / "validate.lock", "store rebuild", args.lock_timeout,
+    with site_lock(site.lock_file, "store rebuild", args.lock_timeout,
                    log=lambda m: print(m, file=sys.stderr, flush=True)):
         reports = run_reports(site.reports_dir)
         count, skipped, kept = Store(site.history_db).rebuild(reports, site.name)

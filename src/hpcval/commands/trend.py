@@ -41,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     series = trend.build(points)
     print(trend.text(series), end="")
     out = args.html or site.html_dir / "trend.html"
-    areas = check_areas(site.root / "reframe-checks")
+    areas = check_areas(site.checks_dir)
     atomic_write(out, trendpage.dashboard(series, site.name, store, areas),
                  "writing the trend page")
     print(f"HTML: {out}")

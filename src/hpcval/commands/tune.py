@@ -15,7 +15,7 @@ from hpcval.errors import HpcvalError
 from hpcval.fileio import atomic_write, keep_backup
 from hpcval.report import load_run_report
 from hpcval.runner import latest_report
-from hpcval.site import Site
+from hpcval.site import TUNING_FILE, Site
 
 SWEEP_CHECK = "imb_collective_sweep_check"
 
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="best Intel MPI collective algorithm per message-size band",
         description=f"Read the {SWEEP_CHECK} results of a stored run (default: the site's "
         "latest), print the fastest preset per size band and the I_MPI_ADJUST_* settings; "
-        f"--write stores them in site-configs/<site>/{tuning.TUNING_FILE}, where "
+        f"--write stores them in site-configs/<site>/{TUNING_FILE}, where "
         "imb_tuned_collectives_check verifies them.")
     c.add_argument("--site", default="local")
     c.add_argument("--write", action="store_true", help="write the site's tuned settings")

@@ -18,7 +18,7 @@ from hpcval.judging.changes import (
     sustained_families,
     sustained_run,
 )
-from hpcval.judging.settings import JUDGING_FILE, FigureSettings, JudgingSettings
+from hpcval.judging.settings import FigureSettings, JudgingSettings
 from hpcval.judging.verdict import (
     OUTCOMES,
     FigureData,
@@ -38,7 +38,6 @@ from hpcval.judging.verdict import (
 )
 
 __all__ = [
-    "JUDGING_FILE",
     "OUTCOMES",
     "ChangePoint",
     "FigureData",

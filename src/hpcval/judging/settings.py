@@ -31,7 +31,6 @@ from typing import Any
 
 from hpcval.errors import InputError
 
-JUDGING_FILE = "judging.yaml"
 CORRECTIONS = ("holm", "bh")
 #: Keys that may appear at the top level and (except ``correction``) per figure.
 FIGURE_KEYS = ("k", "threshold", "alpha", "min_spread", "spread_runs", "unstable")

@@ -36,7 +36,7 @@ from hpcval import references as refs
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
-from hpcval.paths import project_root
+from hpcval.paths import checks_dir
 from hpcval.rfm import outcome
 from hpcval.rfm.site import (
     UnsafeConfigValue,
@@ -46,6 +46,7 @@ from hpcval.rfm.site import (
     shell_value,
 )
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
+from hpcval.site import PROVENANCE_EXTRA, Site
 
 # Topologies of the partitions, by full name (detected once per ReFrame run).
 _TOPOLOGIES: dict[str, topology.Topology] = {}
@@ -76,7 +77,7 @@ def _known_check_names(test: Any) -> set[str]:
     names = {cls.__name__ for cls in checks.subclasses(HpcvalTest)}
     dirs = {Path(test.prefix)}
     try:
-        dirs.add(project_root() / "reframe-checks")
+        dirs.add(checks_dir())
     except SiteError:
         pass
     for d in dirs:
@@ -86,24 +87,15 @@ def _known_check_names(test: Any) -> set[str]:
 
 def site_references(test: Any) -> refs.ReferencesFile:
     """The validated references file of the site the test runs on."""
-    partition = test.current_partition
-    configured = partition.extras.get("references")
-    if not configured:
-        raise SiteError(
-            f"partition {partition.fullname!r} has no extras.references in its site config: "
-            "hpcval checks read their references from the file it names (use "
-            "hpcval.rfm.site.partition_extras; see docs/references.md)"
-        )
-    path = Path(configured)
-    if test.references_file != refs.REFERENCES_FILE:
-        path = path.parent / test.references_file
+    site = Site.of_test(test)
+    path = site.references
     try:
         mtime = path.stat().st_mtime
     except OSError:
         raise refs.ReferencesError(str(path), "", "references file not found") from None
     key = (str(path), mtime)
     if key not in _CACHE:
-        _CACHE[key] = refs.load_references(path, known_checks=_known_check_names(test))
+        _CACHE[key] = site.load_references(known_checks=_known_check_names(test))
     return _CACHE[key]
 
 
@@ -218,16 +210,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`str` or :obj:`None`
     reference_entry = variable(str, type(None), value=None)
 
-    #: File name of the references, in the directory of the file the
-    #: partition's ``extras.references`` names.
-    #:
-    #: :type: :class:`str`
-    references_file = variable(str, value=refs.REFERENCES_FILE)
-
     #: MPI stack of the programming environment (its ``extras.mpi_stack``).
     #:
     #: :type: :class:`str`
     mpi_stack = variable(str, value="unknown", loggable=True)
+
+    #: What the site config declares about the machine (the partition's
+    #: ``extras.provenance``, e.g. the lab's fabric), kept with the stored run.
+    site_provenance = variable(dict, value={}, loggable=True)
 
     #: Concrete spec of the benchmark and the MPI it ran with, where Spack built
     #: them (the environment's ``extras.spec``, see hpcval.spack.describe_spec);
@@ -293,6 +283,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
         self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
+        self.site_provenance = dict(self.current_partition.extras.get(PROVENANCE_EXTRA) or {})
         if self.spack_package:
             entry = self._spack_entry(self.spack_package)
             self.software_spec = str(entry["spec"]) if entry else ""

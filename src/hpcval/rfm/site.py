@@ -35,15 +35,14 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     samples and provenance, and is rebuilt from the JSON run reports at any time.
     """
     site = Site.from_dir(site_dir)
-    store = site.var
-    for sub in ("reports", "perflogs", "topology"):
-        (store / sub).mkdir(parents=True, exist_ok=True)
+    for directory in (site.reports_dir, site.perflogs_dir, site.topology_dir):
+        directory.mkdir(parents=True, exist_ok=True)
     return {
         "general": [
             {
                 "report_file": str(site.report_path(current_run_id())),
-                "topology_prefix": str(store / "topology"),
-                "check_search_path": [str(site.root / "reframe-checks")],
+                "topology_prefix": str(site.topology_dir),
+                "check_search_path": [str(site.checks_dir)],
                 "check_search_recursive": True,
             }
         ],
@@ -54,7 +53,7 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
                 "handlers": [
                     {"type": "stream", "name": "stdout", "level": "info",
                      "format": "%(message)s"},
-                    {"type": "file", "name": str(store / "reframe.log"), "level": "debug",
+                    {"type": "file", "name": str(site.reframe_log), "level": "debug",
                      "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
                      "append": True},
                 ],
@@ -71,7 +70,7 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
                             "%(check_result)s"
                         ),
                         "append": True,
-                        "basedir": str(store / "perflogs"),
+                        "basedir": str(site.perflogs_dir),
                     }
                 ],
             }
@@ -80,16 +79,13 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def partition_extras(site_dir: str | Path, **extras: Any) -> dict[str, Any]:
-    """``extras`` of a partition: its site directory and references file, plus
-    any others.
+    """``extras`` of a partition: its site directory, plus any others.
 
-    ReFrame 4.10's configuration schema has no ``general.reference_prefix``
-    (only the ``RFM_REFERENCE_PREFIX`` variable), so the site config names its
-    references file here and :class:`hpcval.rfm.HpcvalTest` reads it; checks
-    reach every other site file through :meth:`hpcval.site.Site.of_test`.
+    Checks reach every site file, references included, through the site
+    directory: :meth:`hpcval.site.Site.of_test`.
     """
     site = Site.from_dir(site_dir)
-    return {SITE_DIR_EXTRA: str(site.dir), "references": str(site.references), **extras}
+    return {SITE_DIR_EXTRA: str(site.dir), **extras}
 
 
 def run_directories(site_dir: str | Path) -> dict[str, str]:
@@ -102,8 +98,8 @@ def run_directories(site_dir: str | Path) -> dict[str, str]:
     """
     site = Site.from_dir(site_dir)
     run_id = current_run_id()
-    return {"prefix": str(site.var), "outputdir": str(site.var / "output" / run_id),
-            "stagedir": str(site.var / "stage" / run_id)}
+    return {"prefix": str(site.var), "outputdir": str(site.output_dir(run_id)),
+            "stagedir": str(site.stage_dir(run_id))}
 
 
 def intel_mpi_from_pypi(prefix: str | Path | None = None) -> Environment | None:
@@ -229,7 +225,7 @@ def spack_environments(system: str, stacks: list[str] | None = None) -> list[Env
 
     if spack.find_spack() is None:
         return []
-    env_dir = spack.environment_dir(system)
+    env_dir = Site.load(system, must_exist=False).spack_env
     if not (env_dir / "spack.yaml").is_file():
         return []
     by_mpi: dict[str, dict[str, Any]] = {}
