@@ -38,7 +38,7 @@ from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
 from hpcval.rfm import outcome
-from hpcval.rfm.site import (
+from hpcval.rfm.launch import (
     UnsafeConfigValue,
     check_env_name,
     check_script_option,
