@@ -37,7 +37,7 @@ from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
-from hpcval.rfm import outcome
+from hpcval.rfm import outcome, placement
 from hpcval.rfm.launch import (
     UnsafeConfigValue,
     check_env_name,
@@ -46,9 +46,6 @@ from hpcval.rfm.launch import (
     shell_value,
 )
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
-
-# Topologies of the partitions, by full name (detected once per ReFrame run).
-_TOPOLOGIES: dict[str, topology.Topology] = {}
 
 # Validated references files, keyed by (path, mtime), so that each file is read
 # once per session however many checks use it.
@@ -256,9 +253,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`int`
     samples = variable(int, value=MIN_SAMPLES, loggable=True)
 
-    #: MPI ranks of the job: a number, or ``"node"`` (one per CPU of every node
-    #: of the job, from the partition's topology). ``None``: ``num_tasks`` as
-    #: the check sets it. Partitions with too few CPUs get no test case.
+    #: MPI ranks of the job (:mod:`hpcval.rfm.placement`): a number, ``"node"``
+    #: (one per CPU of every node of the job, from the partition's topology) or
+    #: ``"core"`` (one per core of every node). ``None``: ``num_tasks`` as
+    #: given on the command line. Partitions with too few CPUs get no test case.
     #:
     #: :type: :class:`int`, :class:`str` or :obj:`None`
     rank_count = variable(int, str, type(None), value=None, loggable=True)
@@ -268,6 +266,12 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #:
     #: :type: :class:`int` or :class:`str`
     nodes = variable(int, str, value=1, loggable=True)
+
+    #: MPI ranks on each node, whatever ``rank_count`` says (``None``: as
+    #: ``rank_count`` places them).
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    ranks_per_node = variable(int, type(None), value=None, loggable=True)
 
     #: The rank count is a multiple of this (2 for checks of rank pairs).
     #:
@@ -595,67 +599,28 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         if path.name not in self.keep_files:
             self.keep_files.append(path.name)
 
-    # -- topology and ranks ---------------------------------------------------
+    # -- topology and ranks (hpcval.rfm.placement) ----------------------------
 
     def topology(self, partition: Any = None) -> topology.Topology:
         """The processor topology of *partition* (default: the current one)."""
-        part = partition or self.current_partition
-        if part.fullname not in _TOPOLOGIES:
-            _TOPOLOGIES[part.fullname] = topology.of_partition(part)
-        return _TOPOLOGIES[part.fullname]
+        return placement.topology_of(partition or self.current_partition)
 
     def node_count(self, partition: Any = None) -> int:
         """Nodes of the job on *partition* (default: the current one)."""
-        if self.nodes == "internode":
-            part = partition or self.current_partition
-            return 2 if "internode" in part.features else 1
-        if isinstance(self.nodes, str):
-            raise ReframeError(f"{type(self).__name__}: nodes must be a number or "
-                               f"'internode', not {self.nodes!r}")
-        return int(self.nodes)
+        return placement.nodes_of(self, partition)
 
     def ranks_on(self, topo: topology.Topology, nodes: int = 1) -> int | None:
         """The job's MPI ranks on *nodes* nodes of topology *topo*; ``None``
         where that depends on a CPU count that is unknown."""
-        wanted = self.rank_count if self.rank_count is not None else self.num_tasks
-        if wanted == "node":
-            if not topo.num_cpus:
-                return None
-            per_node = topo.num_cpus - topo.num_cpus % self.rank_multiple
-            return max(2, per_node) * nodes
-        if isinstance(wanted, str):
-            raise ReframeError(f"{type(self).__name__}: rank_count must be a number or "
-                               f"'node', not {wanted!r}")
-        return int(wanted or 1)
-
-    def _fits(self, partition: Any) -> bool:
-        topo, nodes = self.topology(partition), self.node_count(partition)
-        ranks = self.ranks_on(topo, nodes)
-        return ranks is None or not topo.num_cpus or ranks <= max(2, topo.num_cpus * nodes)
+        return placement.wanted_ranks(self, topo, nodes)
 
     @run_after("init", always_last=True)
     def _hpcval_fit_partitions(self) -> None:
-        # A case that cannot run on a partition (more ranks than its CPUs) is
-        # not generated there, rather than generated and skipped.
-        from reframe.core.runtime import valid_sysenv_comb
-
-        partitions = list(valid_sysenv_comb(self.valid_systems, [], check_environs=False))
-        fitting = [p for p in partitions if self._fits(p)]
-        if len(fitting) < len(partitions):
-            self.valid_systems = [p.fullname for p in fitting]
+        placement.fit_partitions(self)
 
     @run_after("setup")
     def _hpcval_set_tasks(self) -> None:
-        topo, nodes = self.topology(), self.node_count()
-        ranks = self.ranks_on(topo, nodes)
-        if ranks is None or (not topo.num_cpus and ranks > 2):
-            self.skip(f"partition {self.current_partition.fullname}: CPU count unknown, so "
-                      f"{self.rank_count or ranks} ranks cannot be placed: give the partition a "
-                      "`processor` in its site config (hpcval.topology.processor_info()) or "
-                      "enable ReFrame's remote_detect")
-        self.num_tasks = ranks
-        if nodes > 1:
-            self.num_tasks_per_node = ranks // nodes
+        placement.set_tasks(self)
 
     # -- programs and launch commands -----------------------------------------
 
@@ -690,10 +655,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         """The command line the job script runs for *argv* (default: the
         executable and its options), launcher included, as one string."""
         self._hpcval_launcher()
-        # ReFrame copies the task counts into the job only when it writes the
-        # script; a launch line written before needs them now.
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
+        placement.copy_to_job(self)
         launch = " ".join(self.job.launcher.run_command(self.job).split())
         return " ".join([launch, *(argv or (self.executable, *self.executable_opts))])
 
