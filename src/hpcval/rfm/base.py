@@ -15,12 +15,9 @@ declared figure becomes a performance variable backed by stored samples
 
 from __future__ import annotations
 
-import copy
 import math
 import os
-import shlex
 import shutil
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,6 @@ import reframe.utility.osext as osext
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError, SanityError
-from reframe.core.launchers import JobLauncher
 
 from hpcval import checks, topology
 from hpcval import references as refs
@@ -37,14 +33,8 @@ from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
-from hpcval.rfm import outcome, placement
-from hpcval.rfm.launch import (
-    UnsafeConfigValue,
-    check_env_name,
-    check_script_option,
-    is_plain_value,
-    shell_value,
-)
+from hpcval.rfm import launch, outcome, placement
+from hpcval.rfm.launch import ConfigFailure
 from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
 
 # Validated references files, keyed by (path, mtime), so that each file is read
@@ -63,10 +53,6 @@ def recording() -> bool:
 
 class ReferencesFailure(ReframeError):
     """A check's references are missing or wrong (shown as the failure reason)."""
-
-
-class ConfigFailure(ReframeError):
-    """A site config value that would reach a job script unsafely."""
 
 
 def _known_check_names(test: Any) -> set[str]:
@@ -125,32 +111,6 @@ def last_level_cache_bytes(processor: Any) -> int | None:
     should rather ask :meth:`HpcvalTest.topology`, which also knows this host."""
     return topology.of_processor({"num_cpus": 1, "topology": getattr(processor, "topology",
                                                                       None)}).llc_bytes
-
-
-class _EnvironMpirun(JobLauncher):
-    """``mpirun -np N`` with the programming environment's own ``mpirun``, so
-    that two MPI stacks on one machine never launch each other's binaries."""
-
-    def __init__(self, mpirun: str, options: list[str]) -> None:
-        super().__init__()
-        self._mpirun = mpirun
-        self.options = list(options)
-
-    def command(self, job: Any) -> list[str]:
-        return [shlex.quote(self._mpirun), "-np", str(job.num_tasks)]
-
-
-#: Partition extra naming a directory on the partition's shared (network) file
-#: system; I/O checks write there instead of the stage directory when it is set.
-SHARED_FS_EXTRA = "shared_fs_dir"
-
-#: Written by :meth:`HpcvalTest.cleanup_cmds` in the stage directory.
-LEFTOVERS_FILE = "leftovers.txt"
-
-
-#: Stage-directory files of the runs after the first in one job
-#: (:meth:`HpcvalTest.repeat_in_job`): ``sample-<i>.out`` / ``sample-<i>.err``.
-SAMPLE_OUTPUT = "sample-{}.{}"
 
 
 def environ_path_dirs(env_vars: object) -> list[str]:
@@ -308,19 +268,9 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         return self.current_environ.extras.get("spack", {}).get(package)
 
     def shared_fs_dir(self) -> str | None:
-        """A directory for this test case's files on the partition's shared
-        file system (``extras.shared_fs_dir``, e.g. the lab's file-server mount),
-        unique per check, partition and environment; ``None`` where the partition
-        has none (the stage directory is then the place)."""
-        shared = self.current_partition.extras.get(SHARED_FS_EXTRA)
-        if not shared:
-            return None
-        if any(c in str(shared) for c in "'\n\r\0"):
-            raise ConfigFailure(
-                f"partition {self.current_partition.fullname} extras.{SHARED_FS_EXTRA} "
-                f"{str(shared)!r} holds a quote or a line break: name a plain directory")
-        part, env = self.current_partition.name, self.current_environ.name
-        return str(Path(str(shared)) / f"hpcval-{self.unique_name}-{part}-{env}")
+        """This case's directory on the partition's shared file system, or
+        ``None`` (:func:`hpcval.rfm.launch.shared_fs_dir`)."""
+        return launch.shared_fs_dir(self)
 
     def spack_prefix(self, package: str | None = None) -> str | None:
         """Install prefix of the Spack-built *package* (default: ``spack_package``)
@@ -329,21 +279,13 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         return str(entry["prefix"]) if entry else None
 
     def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
-        """Post-run commands of a check whose program writes files matching the
-        shell *pattern* in *output_dir*: list what the program left behind (it
-        should remove its own; see :meth:`leftovers`), remove it, and remove
-        *output_dir* itself where it is a per-test directory on a shared file
-        system rather than the stage directory."""
-        files = f"{shlex.quote(output_dir)}/{pattern}"
-        cmds = [f"ls -1d {files} 2>/dev/null > {LEFTOVERS_FILE} || true", f"rm -f {files}"]
-        if output_dir not in (".", str(self.stagedir)):
-            cmds.append(f"rmdir {shlex.quote(output_dir)} 2>/dev/null || true")
-        return cmds
+        """Post-run commands removing what the program left in *output_dir*
+        (:func:`hpcval.rfm.launch.cleanup_cmds`)."""
+        return launch.cleanup_cmds(self.stagedir, output_dir, pattern)
 
     def leftovers(self) -> list[str]:
         """The files :meth:`cleanup_cmds` found left behind (and removed)."""
-        path = Path(self.stagedir) / LEFTOVERS_FILE
-        return path.read_text().split() if path.is_file() else []
+        return launch.leftovers(self.stagedir)
 
     @run_before("run")
     def _hpcval_references(self) -> None:
@@ -367,135 +309,21 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_before("run")
     def _hpcval_launcher(self) -> None:
-        """The environment's own ``mpirun``; every launch recorded by the
-        wrapper script (:mod:`hpcval.rfm.outcome`); with ``srun``, one task's
-        death ends the whole step at once. Idempotent: checks that write
-        repeated launches call it before reading the launcher's command."""
-        mpirun = self.current_environ.extras.get("mpirun")
-        launcher = self.job.launcher
-        if mpirun and type(launcher).__name__ == "MpirunLauncher":
-            launcher = self.job.launcher = _EnvironMpirun(str(mpirun), launcher.options)
-        where = f"partition {self.current_partition.fullname} launcher options"
-        try:
-            options = [check_script_option(o, where) for o in launcher.options]
-        except UnsafeConfigValue as err:
-            raise ConfigFailure(str(err)) from None
-        sched = type(self.job.scheduler).__name__
-        if ("Slurm" in sched or "Squeue" in sched) and "--no-requeue" not in self.job.options:
-            # a node failure must end the job and be named (NODE_FAIL), not
-            # requeue it out of sight, pending until nodes come back
-            self.job.options.append("--no-requeue")
-        if type(launcher).__name__ in ("SrunLauncher", "SrunAllocationLauncher") and not any(
-                o.startswith(("--kill-on-bad-exit", "-K")) for o in options):
-            # Slurm's default lets the other tasks run on after one dies
-            # (until the time limit): end the step at once, naming the task.
-            options.append("--kill-on-bad-exit=1")
-        launcher.options = [o if o == shlex.quote(o) or o.startswith("'") else shlex.quote(o)
-                            for o in options]
-        if launcher.modifier != "sh" or not launcher.modifier_options[:1] or \
-                outcome.LAUNCH_SCRIPT not in launcher.modifier_options[0]:
-            stage = Path(self.stagedir)
-            script = stage / outcome.LAUNCH_SCRIPT
-            script.write_text(outcome.LAUNCH_SCRIPT_TEXT)
-            (stage / outcome.LAUNCH_STATUS).unlink(missing_ok=True)
-            inner = [launcher.modifier, *launcher.modifier_options] if launcher.modifier else []
-            launcher.modifier = "sh"
-            launcher.modifier_options = [shlex.quote(str(script)),
-                                         shlex.quote(str(stage / outcome.LAUNCH_STATUS)), *inner]
+        launch.set_launcher(self)
 
     @run_before("compile")
     def _hpcval_quote_build_environment(self) -> None:
         # ReFrame loads the environments for the build job too (and runs any
         # ``$(...)`` or backticks in their values while doing so)
-        self._hpcval_quote_environment()
+        launch.quote_environment(self)
 
     @run_before("run")
     def _hpcval_quote_environment(self) -> None:
-        """Config values that reach the job script's ``export K=V`` lines are
-        quoted (``$NAME`` references stay expansions): nothing in a site
-        config or a ``-S env_vars=`` is executed. Partition ``env_vars``
-        (ReFrame's own, not copied per test) and scheduler ``access`` options
-        are checked and rejected when unsafe. Runs before the build and again
-        before the run (for values a hook set in between): a value quoted
-        once is kept as it is."""
-        #: the test's env_vars as quoted by an earlier pass, None before the first
-        done: dict[str, str] | None = getattr(self, "_hpcval_quoted_env", None)
-        env = self.current_environ
-        where = f"environment {env.name!r} (site config) env_vars"
-        part = self.current_partition
-        try:
-            quoted = env.env_vars if done is not None else OrderedDict(
-                (check_env_name(k, where), shell_value(v)) for k, v in env.env_vars.items())
-            for k, v in part.local_env.env_vars.items():
-                check_env_name(k, f"partition {part.fullname} env_vars")
-                if not is_plain_value(v):
-                    raise UnsafeConfigValue(
-                        f"partition {part.fullname} env_vars {k}: value {v!r} holds shell "
-                        "characters (spaces, quotes, ;, $(...), backticks): set it in a "
-                        "programming environment, where hpcval quotes it")
-            for opt in [*part.access, *self.job.options]:
-                check_script_option(opt, f"partition {part.fullname} access/job options")
-            test_env = {check_env_name(k, f"{self.unique_name} env_vars"):
-                        v if done is not None and done.get(k) == v else shell_value(v)
-                        for k, v in self.env_vars.items()}
-        except UnsafeConfigValue as err:
-            raise ConfigFailure(str(err)) from None
-        if done is None:
-            safe = copy.copy(env)
-            safe._env_vars = quoted
-            self._current_environ = safe
-        self.env_vars = test_env
-        self._hpcval_quoted_env = dict(test_env)
+        launch.quote_environment(self)
 
     @run_before("sanity")
     def _hpcval_job_outcome(self) -> None:
-        """Fail, naming the cause, where the job did not end well, whatever
-        the output looks like: a launch with a non-zero exit status or a
-        signal, a launch that never ended, a scheduler event (time limit,
-        node failure, preemption, out of memory). The check's own sanity
-        message follows the cause where it has one."""
-        if self.is_dry_run():
-            return
-        stage = Path(self.stagedir)
-        launches = outcome.read_launches(stage / outcome.LAUNCH_STATUS)
-        state = None
-        failed_nodes: list[str] = []
-        sched = type(self.job.scheduler).__name__
-        if "Slurm" in sched or "Squeue" in sched:
-            info = outcome.slurm_job_state(str(self.job.jobid))
-            state = info.get("JobState")
-            nodes = getattr(self.job, "nodelist", None) or []
-            failed_nodes = outcome.slurm_failed_nodes(
-                info.get("NodeList") or ",".join(nodes if isinstance(nodes, list) else [nodes]))
-        program = Path(str(self.executable).split()[0]).name if self.executable else "job"
-        why = outcome.job_failure(
-            launches, exitcode=self.job.exitcode,
-            signal_number=getattr(self.job, "signal", None),  # Slurm jobs have none
-            scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
-            program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs,
-            failed_nodes=failed_nodes)
-        if why is None:
-            return
-        own = ""
-        skipped = outcome.skipped_launches(stage / outcome.LAUNCH_STATUS)
-        if skipped:
-            own = f" ({skipped} later launch(es) of the job skipped)"
-        elif hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
-            with osext.change_dir(str(stage)):
-                try:
-                    sn.evaluate(self._rfm_sanity())
-                except Exception as err:  # noqa: BLE001 - any failure of the check's parse
-                    own = f" (the check's own verdict: {str(err).splitlines()[0]})" \
-                        if str(err) else ""
-        raise SanityError(f"{why}{own}")
-
-    def _hpcval_launch_outputs(self, number: int) -> tuple[Path, Path]:
-        """Standard output and error of launch *number* of the job (the
-        samples of :meth:`repeat_in_job` write their own)."""
-        outs, errs = self.sample_outputs("out"), self.sample_outputs("err")
-        if 0 < number <= len(outs):
-            return outs[number - 1], errs[number - 1]
-        return self.stdout_path(), Path(self.stagedir) / str(self.stderr.evaluate())
+        launch.job_outcome(self)
 
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:
@@ -572,7 +400,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     def stdout_path(self) -> Path:
         """The job's standard output in the stage directory."""
-        return Path(self.stagedir) / str(self.stdout.evaluate())
+        return launch.stdout_path(self)
 
     def parse_stdout(self, parser: Any) -> Any:
         """``parser(text, source=path)`` on the job's output; a parse failure
@@ -654,25 +482,17 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the
         executable and its options), launcher included, as one string."""
-        self._hpcval_launcher()
-        placement.copy_to_job(self)
-        launch = " ".join(self.job.launcher.run_command(self.job).split())
-        return " ".join([launch, *(argv or (self.executable, *self.executable_opts))])
+        return launch.launch_command(self, *argv)
 
     def repeat_in_job(self, *argv: str) -> list[str]:
         """Shell lines running the job's command (or *argv*) ``samples - 1``
         more times, each into its own output files (:meth:`sample_outputs`)."""
-        line = self.launch_command(*argv)
-        return [f"{line} > {SAMPLE_OUTPUT.format(i, 'out')} 2> {SAMPLE_OUTPUT.format(i, 'err')}"
-                for i in range(2, self.samples + 1)]
+        return launch.repeat_in_job(self, *argv)
 
     def sample_outputs(self, stream: str = "out") -> list[Path]:
         """Standard output (``"out"``) or error (``"err"``) of every run in the
         job: the job's own, then those of :meth:`repeat_in_job`."""
-        own = self.stdout if stream == "out" else self.stderr
-        stage = Path(self.stagedir)
-        return [stage / str(own.evaluate()),
-                *(stage / SAMPLE_OUTPUT.format(i, stream) for i in range(2, self.samples + 1))]
+        return launch.sample_outputs(self, stream)
 
     def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
         """``parser(text, source=path)`` on the output of every run in the job;
