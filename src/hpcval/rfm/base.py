@@ -15,17 +15,15 @@ declared figure becomes a performance variable backed by stored samples
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import reframe as rfm
-import reframe.utility.osext as osext
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
-from reframe.core.exceptions import ReframeError, SanityError
+from reframe.core.exceptions import ReframeError
 
 from hpcval import checks, topology
 from hpcval import references as refs
@@ -33,9 +31,9 @@ from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
 from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
-from hpcval.rfm import launch, outcome, placement
-from hpcval.rfm.launch import ConfigFailure
-from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
+from hpcval.rfm import launch, placement
+from hpcval.rfm import samples as rfm_samples
+from hpcval.series import MIN_SAMPLES
 
 # Validated references files, keyed by (path, mtime), so that each file is read
 # once per session however many checks use it.
@@ -326,13 +324,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         launch.job_outcome(self)
 
     @run_before("performance")
+    def _hpcval_check_figures(self) -> None:
+        rfm_samples.check_figures(self)
+
+    @run_before("performance")
     def _hpcval_check_variables(self) -> None:
         if self.is_dry_run():
             return
         reported = {name: fn.unit for name, fn in self.perf_variables.items()}
-        if reported:
-            # judged or recorded, an impossible figure is never a measurement
-            self._hpcval_check_figures()
         if (not reported and not self._hpcval_refs) or recording():
             return
         try:
@@ -344,43 +343,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_before("run")
     def _hpcval_check_bandwidth_ceiling(self) -> None:
         # a wrong ceiling fails before the benchmark runs, not after
-        self._hpcval_bandwidth_ceiling()
-
-    def _hpcval_bandwidth_ceiling(self) -> float:
-        """The partition's ``extras.max_bandwidth_mbs``: a positive finite
-        number, else a config failure (a NaN ceiling would let every
-        bandwidth through)."""
-        part = self.current_partition
-        value = part.extras.get("max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
-        try:
-            ceiling = float(value) if not isinstance(value, bool) else math.nan
-        except (TypeError, ValueError):
-            ceiling = math.nan
-        if not (math.isfinite(ceiling) and ceiling > 0):
-            raise ConfigFailure(
-                f"partition {part.fullname} extras max_bandwidth_mbs: {value!r} is not a "
-                "bandwidth ceiling: give a positive number of MB/s (default "
-                f"{outcome.DEFAULT_MAX_BANDWIDTH_MBS:g}) in the site config")
-        return ceiling
-
-    def _hpcval_check_figures(self) -> None:
-        """Every figure is a finite, physically possible measurement (no
-        ``inf``, no negative time or bandwidth, no bandwidth above the
-        partition's ceiling): such a value passes every reference and must
-        fail the check instead, named."""
-        ceiling = self._hpcval_bandwidth_ceiling()
-        values: dict[str, tuple[object, str | None]] = {}
-        with osext.change_dir(str(self.stagedir)):
-            for name, fn in self.perf_variables.items():
-                try:
-                    values[name] = (sn.evaluate(fn), fn.unit)
-                except SanityError:
-                    raise
-                except Exception as err:  # noqa: BLE001 - a figure that cannot be computed
-                    raise SanityError(f"figure {name} cannot be computed: {err}") from None
-        bad = outcome.impossible_figures(values, ceiling)
-        if bad:
-            raise SanityError("impossible figure(s), not a measurement: " + "; ".join(bad))
+        rfm_samples.bandwidth_ceiling(self.current_partition)
 
     def _hpcval_resolve_references(self) -> dict[str, refs.Reference]:
         name = self.reference_entry or type(self).__name__
@@ -404,28 +367,15 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     def parse_stdout(self, parser: Any) -> Any:
         """``parser(text, source=path)`` on the job's output; a parse failure
-        (garbage, truncation, a benchmark's own error rows) becomes a sanity
-        failure carrying the parser's message."""
-        path = self.stdout_path()
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as err:
-            raise SanityError(f"cannot read {path}: {err.strerror}") from None
-        try:
-            return parser(text, source=str(path))
-        except HpcvalError as err:
-            raise SanityError(str(err)) from None
+        becomes a sanity failure carrying the parser's message."""
+        return rfm_samples.parse_output(launch.stdout_path(self), parser)
 
     def record_series(self, name: str, x_label: str, x_unit: str,
                       columns: dict[str, tuple[str, list[tuple[float, float]]]],
                       judged: dict[str, tuple[str, float]] | None = None) -> None:
-        """Store a measured series (e.g. time and bandwidth per message size)
-        for the report; ``columns`` maps a label to (unit, [(x, y), ...]) and
-        ``judged`` maps a performance variable to the (column, x) it judges,
-        so the report can draw its reference band."""
-        path = write_series(self.stagedir, name, x_label, x_unit, columns, judged)
-        if path.name not in self.keep_files:
-            self.keep_files.append(path.name)
+        """Store a measured series for the report
+        (:func:`hpcval.rfm.samples.record_series`)."""
+        rfm_samples.record_series(self, name, x_label, x_unit, columns, judged)
 
     # -- topology and ranks (hpcval.rfm.placement) ----------------------------
 
@@ -497,25 +447,13 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
         """``parser(text, source=path)`` on the output of every run in the job;
         a missing or unparsable output is a sanity failure naming the file."""
-        results = []
-        for path in self.sample_outputs(stream):
-            try:
-                text = path.read_text(errors="replace")
-            except OSError as err:
-                raise SanityError(f"cannot read {path}: {err.strerror}") from None
-            try:
-                results.append(parser(text, source=str(path)))
-            except HpcvalError as err:
-                raise SanityError(str(err)) from None
-        return results
+        return rfm_samples.parse_samples(self, parser, stream)
 
     # -- figures and samples --------------------------------------------------
 
     @run_after("init")
     def _hpcval_declare_figures(self) -> None:
-        for fig in self.figures:
-            self.perf_variables[fig.name] = sn.make_performance_function(
-                self.figure_value(fig.name), fig.unit)
+        rfm_samples.declare_figures(self)
 
     def measure(self) -> dict[str, list[float]]:
         """Samples of every declared figure, read from the job's outputs (a
@@ -524,33 +462,15 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     def figure_samples(self) -> dict[str, list[float]]:
         """The samples of every declared figure, measured once and stored."""
-        cached: dict[str, list[float]] | None = getattr(self, "_hpcval_samples", None)
-        if cached is None:
-            measured = self.measure()
-            for fig in self.figures:
-                values = measured.get(fig.name, [])
-                if not values:
-                    raise SanityError(f"{fig.name}: no sample measured")
-                self.record_samples(fig.name, values, fig.unit, fig.direction)
-            cached = self._hpcval_samples
-        return cached
+        return rfm_samples.figure_samples(self)
 
     @sn.deferrable
     def figure_value(self, name: str) -> float:
         """A figure's value: the median of its samples."""
-        return median(self.figure_samples()[name])
+        return rfm_samples.figure_value(self, name)
 
     def record_samples(self, variable: str, values: list[float], unit: str,
                        better: str) -> None:
-        """Store the samples of a judged figure in ``hpcval-samples.json`` (kept
-        with the run) with its declared direction ``better`` (``higher``/``lower``,
-        :attr:`hpcval.figures.Figure.direction`)."""
-        try:
-            path = write_samples(self.stagedir, variable, values, unit, better)
-        except HpcvalError as err:
-            raise SanityError(str(err)) from None
-        if not hasattr(self, "_hpcval_samples"):
-            self._hpcval_samples: dict[str, list[float]] = {}
-        self._hpcval_samples[variable] = [float(v) for v in values]
-        if path.name not in self.keep_files:
-            self.keep_files.append(path.name)
+        """Store the samples of a judged figure with its declared direction
+        (:func:`hpcval.rfm.samples.record_samples`)."""
+        rfm_samples.record_samples(self, variable, values, unit, better)
