@@ -16,7 +16,6 @@ declared figure becomes a performance variable backed by stored samples
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,8 @@ from hpcval import checks, topology
 from hpcval import references as refs
 from hpcval.errors import HpcvalError, SiteError
 from hpcval.figures import Figure
-from hpcval.mpi_abi import mpi_mismatch
 from hpcval.paths import project_root
-from hpcval.rfm import launch, placement
+from hpcval.rfm import launch, placement, programs
 from hpcval.rfm import samples as rfm_samples
 from hpcval.series import MIN_SAMPLES
 
@@ -109,59 +107,6 @@ def last_level_cache_bytes(processor: Any) -> int | None:
     should rather ask :meth:`HpcvalTest.topology`, which also knows this host."""
     return topology.of_processor({"num_cpus": 1, "topology": getattr(processor, "topology",
                                                                       None)}).llc_bytes
-
-
-def environ_path_dirs(env_vars: object) -> list[str]:
-    """Directories a programming environment puts on ``PATH`` (its
-    ``env_vars``), without the inherited ``$PATH``."""
-    items = env_vars.items() if hasattr(env_vars, "items") else env_vars or []
-    dirs: list[str] = []
-    for item in items:  # type: ignore[attr-defined]
-        name, value = (item[0], item[1]) if isinstance(item, (list, tuple)) else (item, "")
-        if name == "PATH":
-            dirs += [d for d in str(value).split(":") if d and "$" not in d]
-    return dirs
-
-
-def _executable_in(root: Path, name: str) -> str | None:
-    for candidate in (root / name, root / "bin" / name):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    for found in sorted(root.rglob(name)) if root.is_dir() else []:
-        if found.is_file() and os.access(found, os.X_OK):
-            return str(found)
-    return None
-
-
-def locate_program(name: str, *, spack_prefix: str | None = None,
-                   dirs_var: str | None = None, environ: str | None = None,
-                   environ_dirs: list[str] | None = None) -> tuple[str | None, str]:
-    """Path of program *name* and where it was looked for, in this order: the
-    Spack build the programming environment offers (*spack_prefix*, searched
-    with its subdirectories, e.g. OMB's ``libexec/``); the directories of
-    ``$<dirs_var>`` (colon-separated, each searched with its subdirectories)
-    when the environment is the one ``$<dirs_var minus _DIR>_ENVIRON`` names
-    (default ``impi``), so a build for one MPI never runs under another; the
-    ``PATH`` the environment sets (*environ_dirs*); then ``PATH``."""
-    if spack_prefix:
-        found = _executable_in(Path(spack_prefix), name)
-        if found:
-            return found, f"the environment's Spack build ({spack_prefix})"
-    where = "PATH"
-    if dirs_var:
-        environ_var = dirs_var.removesuffix("_DIR") + "_ENVIRON"
-        dirs = [d for d in os.environ.get(dirs_var, "").split(":") if d]
-        if dirs and (environ is None or os.environ.get(environ_var, "impi") == environ):
-            for d in dirs:
-                found = _executable_in(Path(d), name)
-                if found:
-                    return found, f"${dirs_var}"
-        where = f"${dirs_var} ({os.environ.get(dirs_var, 'unset')}) or PATH"
-    for d in environ_dirs or []:
-        candidate = Path(d) / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate), "the environment's PATH"
-    return shutil.which(name), where
 
 
 class HpcvalTest(rfm.RegressionTestPlugin):
@@ -254,16 +199,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
-        self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
-        if self.spack_package:
-            entry = self._spack_entry(self.spack_package)
-            self.software_spec = str(entry["spec"]) if entry else ""
-        else:
-            self.software_spec = str(self.current_environ.extras.get("spec", ""))
-
-    def _spack_entry(self, package: str) -> dict[str, str] | None:
-        """Prefix and spec of the Spack-built *package* the environment offers."""
-        return self.current_environ.extras.get("spack", {}).get(package)
+        programs.record_stack(self)
 
     def shared_fs_dir(self) -> str | None:
         """This case's directory on the partition's shared file system, or
@@ -273,8 +209,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def spack_prefix(self, package: str | None = None) -> str | None:
         """Install prefix of the Spack-built *package* (default: ``spack_package``)
         the programming environment offers, or ``None``."""
-        entry = self._spack_entry(package or self.spack_package)
-        return str(entry["prefix"]) if entry else None
+        return programs.spack_prefix(self, package)
 
     def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
         """Post-run commands removing what the program left in *output_dir*
@@ -404,30 +339,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     def find_program(self, name: str, dirs_var: str | None = None,
                      package: str | None = None, mpi: bool = True) -> str:
-        """Path of program *name* for this programming environment
-        (:func:`locate_program`: its Spack build of *package*, default
-        ``spack_package``, first); skips the test with a reason where absent.
-        An MPI program (*mpi*) takes ``$<dirs_var>`` only in the environment
-        it was built for; a program without MPI (*mpi* false, e.g. STREAM)
-        runs from ``$<dirs_var>`` in any environment."""
-        env = self.current_environ
-        path, where = locate_program(name, spack_prefix=self.spack_prefix(package),
-                                     dirs_var=dirs_var, environ=env.name if mpi else None,
-                                     environ_dirs=environ_path_dirs(env.env_vars))
-        hint = f", or set {dirs_var} to its directory" if dirs_var else ""
-        self.skip_if(path is None,
-                     f"{name} not found in {where}: install it (e.g. spack install "
-                     f"{package or self.spack_package or name} in the site's Spack "
-                     f"environment) and put it on PATH{hint}")
-        return str(path)
+        """Path of program *name* for this programming environment; skips the
+        test with a reason where absent (:func:`hpcval.rfm.programs.find_program`)."""
+        return programs.find_program(self, name, dirs_var, package, mpi)
 
     def skip_other_mpi(self, program: str) -> None:
         """Skip where *program* was linked against another MPI than the
-        programming environment's (:func:`hpcval.mpi_abi.mpi_mismatch`), rather
-        than launch it and fail at its first MPI call."""
-        mismatch = mpi_mismatch(program, self.current_environ.features)
-        self.skip_if(mismatch is not None,
-                     f"{mismatch} (environment {self.current_environ.name})")
+        programming environment's (:func:`hpcval.rfm.programs.skip_other_mpi`)."""
+        programs.skip_other_mpi(self, program)
 
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the
