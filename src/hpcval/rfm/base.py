@@ -15,98 +15,20 @@ declared figure becomes a performance variable backed by stored samples
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
-from reframe.core.exceptions import ReframeError
 
-from hpcval import checks, topology
 from hpcval import references as refs
-from hpcval.errors import HpcvalError, SiteError
+from hpcval import topology
 from hpcval.figures import Figure
-from hpcval.paths import project_root
 from hpcval.rfm import launch, placement, programs
+from hpcval.rfm import references as rfm_references
 from hpcval.rfm import samples as rfm_samples
 from hpcval.series import MIN_SAMPLES
-
-# Validated references files, keyed by (path, mtime), so that each file is read
-# once per session however many checks use it.
-_CACHE: dict[tuple[str, float], refs.ReferencesFile] = {}
-
-
-#: Set by ``hpcval validate --record`` (see :mod:`hpcval.runner`).
-RECORD_ENV = "HPCVAL_RECORD"
-
-
-def recording() -> bool:
-    """True in a ``hpcval validate --record`` run: measure, do not judge."""
-    return os.environ.get(RECORD_ENV) == "1"
-
-
-class ReferencesFailure(ReframeError):
-    """A check's references are missing or wrong (shown as the failure reason)."""
-
-
-def _known_check_names(test: Any) -> set[str]:
-    names = {cls.__name__ for cls in checks.subclasses(HpcvalTest)}
-    dirs = {Path(test.prefix)}
-    try:
-        dirs.add(project_root() / "reframe-checks")
-    except SiteError:
-        pass
-    for d in dirs:
-        names |= refs.check_names_in(d)
-    return names
-
-
-def site_references(test: Any) -> refs.ReferencesFile:
-    """The validated references file of the site the test runs on."""
-    partition = test.current_partition
-    configured = partition.extras.get("references")
-    if not configured:
-        raise SiteError(
-            f"partition {partition.fullname!r} has no extras.references in its site config: "
-            "hpcval checks read their references from the file it names (use "
-            "hpcval.rfm.site.partition_extras; see docs/references.md)"
-        )
-    path = Path(configured)
-    if test.references_file != refs.REFERENCES_FILE:
-        path = path.parent / test.references_file
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        raise refs.ReferencesError(str(path), "", "references file not found") from None
-    key = (str(path), mtime)
-    if key not in _CACHE:
-        _CACHE[key] = refs.load_references(path, known_checks=_known_check_names(test))
-    return _CACHE[key]
-
-
-def _attribute(test: Any, name: str) -> Any:
-    if name == "$system":
-        return test.current_system.name
-    if name == "$partition":
-        return test.current_partition.fullname
-    if name == "$environ":
-        return test.current_environ.name
-    if name.startswith("$processor."):
-        attr = name.split(".", 1)[1]
-        value = getattr(test.current_partition.processor, attr)
-        # what ReFrame left unknown, hpcval's detected topology may know
-        return value if value is not None else getattr(test.topology(), attr, None)
-    return getattr(test, name)
-
-
-def last_level_cache_bytes(processor: Any) -> int | None:
-    """Size of the largest cache in a ReFrame processor description (its
-    ``topology``), or None when the topology has not been detected; a check
-    should rather ask :meth:`HpcvalTest.topology`, which also knows this host."""
-    return topology.of_processor({"num_cpus": 1, "topology": getattr(processor, "topology",
-                                                                      None)}).llc_bytes
 
 
 class HpcvalTest(rfm.RegressionTestPlugin):
@@ -194,8 +116,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
-        # ``hpcval validate --record``: figures are measured and stored, not judged
-        self.require_reference = not recording()
+        rfm_references.require_reference(self)
 
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
@@ -222,23 +143,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_before("run")
     def _hpcval_references(self) -> None:
-        # After setup, so a check that skips itself (a tool or input missing)
-        # needs no references; before the run, so a wrong references file
-        # fails before any benchmark time is spent.
-        if not self.perf_variables or recording():
-            # a check judged by its sanity alone (e.g. an audit) has no figures;
-            # a recording run measures without references
-            self._hpcval_refs = {}
-            return
-        self._hpcval_refs = self._hpcval_resolve_references()
-        self.reference = {"*": {v: r.as_reframe() for v, r in self._hpcval_refs.items()}}
-        # variables and units are known now: a mismatch fails before the benchmark runs
-        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
-        try:
-            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
-                                 self._hpcval_entry_name)
-        except HpcvalError as err:
-            raise ReferencesFailure(str(err)) from None
+        rfm_references.apply(self, HpcvalTest)
 
     @run_before("run")
     def _hpcval_launcher(self) -> None:
@@ -264,37 +169,12 @@ class HpcvalTest(rfm.RegressionTestPlugin):
 
     @run_before("performance")
     def _hpcval_check_variables(self) -> None:
-        if self.is_dry_run():
-            return
-        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
-        if (not reported and not self._hpcval_refs) or recording():
-            return
-        try:
-            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
-                                 self._hpcval_entry_name)
-        except HpcvalError as err:
-            raise ReferencesFailure(str(err)) from None
+        rfm_references.check_reported(self)
 
     @run_before("run")
     def _hpcval_check_bandwidth_ceiling(self) -> None:
         # a wrong ceiling fails before the benchmark runs, not after
         rfm_samples.bandwidth_ceiling(self.current_partition)
-
-    def _hpcval_resolve_references(self) -> dict[str, refs.Reference]:
-        name = self.reference_entry or type(self).__name__
-        bases = [c.__name__ for c in type(self).__mro__[1:]]
-        try:
-            ref_file = site_references(self)
-            entry = ref_file.entry(name, bases)
-            resolved = refs.resolve(
-                entry, ref_file.path, lambda a: _attribute(self, a),
-                self.current_system.name, self.current_partition.name,
-            )
-        except HpcvalError as err:
-            raise ReferencesFailure(str(err)) from None
-        self._hpcval_refs_path = str(ref_file.path)
-        self._hpcval_entry_name = name
-        return resolved
 
     def stdout_path(self) -> Path:
         """The job's standard output in the stage directory."""
