@@ -1,16 +1,24 @@
-"""The mixin every hpcval check derives from.
+"""The mixin every hpcval check derives from: its inputs and its hooks.
 
-It gives a check its site's references (loaded and validated by
-:mod:`hpcval.references`, never written in the check), makes a missing
-reference a failure, records which MPI stack ran, and stores the full data
-series a check measured so that reports can plot more than the judged points.
+:class:`HpcvalTest` declares what a check may set (its references entry, its
+Spack package, its figures and samples, the placement policy's inputs) and
+hooks each of ReFrame's stages to one plain function of a concern module,
+where the work is done and tested:
 
-It also decides, once for every check: how many MPI ranks run (from the
-partition's detected topology, :meth:`HpcvalTest.ranks_on`), the launch
-command of repeated runs in one job (:meth:`HpcvalTest.launch_command`),
-where a benchmark program is (:meth:`HpcvalTest.find_program`), and how a
-declared figure becomes a performance variable backed by stored samples
-(:attr:`HpcvalTest.figures`, :meth:`HpcvalTest.record_samples`).
+* :mod:`hpcval.rfm.placement`: how many MPI ranks run on how many nodes, the
+  one writer of ``num_tasks``/``num_tasks_per_node`` (beside it,
+  :mod:`hpcval.rfm.sizing`, the problem size for that layout);
+* :mod:`hpcval.rfm.launch`: the launcher, what of a site config reaches the
+  job script (quoted), repeated runs in one job, how the job ended, its files;
+* :mod:`hpcval.rfm.samples`: declared figures as performance variables backed
+  by stored samples, measured series, impossible figures;
+* :mod:`hpcval.rfm.references`: the site's references, never written in the
+  check; a missing one is a failure;
+* :mod:`hpcval.rfm.programs`: where a benchmark program is, which Spack build
+  and MPI stack ran.
+
+The methods a check calls (``find_program``, ``repeat_in_job``,
+``figure_samples``...) are the same one-line calls.
 """
 
 from __future__ import annotations
@@ -114,32 +122,33 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         self.skip_reason = str(msg or "")
         super().skip(msg)
 
+    # -- hooks: one call each, in the order ReFrame runs them within a stage --
+
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
         rfm_references.require_reference(self)
+
+    @run_after("init", always_last=True)
+    def _hpcval_fit_partitions(self) -> None:
+        placement.fit_partitions(self)
+
+    @run_after("init")
+    def _hpcval_declare_figures(self) -> None:
+        rfm_samples.declare_figures(self)
 
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
         programs.record_stack(self)
 
-    def shared_fs_dir(self) -> str | None:
-        """This case's directory on the partition's shared file system, or
-        ``None`` (:func:`hpcval.rfm.launch.shared_fs_dir`)."""
-        return launch.shared_fs_dir(self)
+    @run_after("setup")
+    def _hpcval_set_tasks(self) -> None:
+        placement.set_tasks(self)
 
-    def spack_prefix(self, package: str | None = None) -> str | None:
-        """Install prefix of the Spack-built *package* (default: ``spack_package``)
-        the programming environment offers, or ``None``."""
-        return programs.spack_prefix(self, package)
-
-    def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
-        """Post-run commands removing what the program left in *output_dir*
-        (:func:`hpcval.rfm.launch.cleanup_cmds`)."""
-        return launch.cleanup_cmds(self.stagedir, output_dir, pattern)
-
-    def leftovers(self) -> list[str]:
-        """The files :meth:`cleanup_cmds` found left behind (and removed)."""
-        return launch.leftovers(self.stagedir)
+    @run_before("compile")
+    def _hpcval_quote_build_environment(self) -> None:
+        # ReFrame loads the environments for the build job too (and runs any
+        # ``$(...)`` or backticks in their values while doing so)
+        launch.quote_environment(self)
 
     @run_before("run")
     def _hpcval_references(self) -> None:
@@ -149,15 +158,14 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def _hpcval_launcher(self) -> None:
         launch.set_launcher(self)
 
-    @run_before("compile")
-    def _hpcval_quote_build_environment(self) -> None:
-        # ReFrame loads the environments for the build job too (and runs any
-        # ``$(...)`` or backticks in their values while doing so)
-        launch.quote_environment(self)
-
     @run_before("run")
     def _hpcval_quote_environment(self) -> None:
         launch.quote_environment(self)
+
+    @run_before("run")
+    def _hpcval_check_bandwidth_ceiling(self) -> None:
+        # a wrong ceiling fails before the benchmark runs, not after
+        rfm_samples.bandwidth_ceiling(self.current_partition)
 
     @run_before("sanity")
     def _hpcval_job_outcome(self) -> None:
@@ -171,28 +179,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     def _hpcval_check_variables(self) -> None:
         rfm_references.check_reported(self)
 
-    @run_before("run")
-    def _hpcval_check_bandwidth_ceiling(self) -> None:
-        # a wrong ceiling fails before the benchmark runs, not after
-        rfm_samples.bandwidth_ceiling(self.current_partition)
-
-    def stdout_path(self) -> Path:
-        """The job's standard output in the stage directory."""
-        return launch.stdout_path(self)
-
-    def parse_stdout(self, parser: Any) -> Any:
-        """``parser(text, source=path)`` on the job's output; a parse failure
-        becomes a sanity failure carrying the parser's message."""
-        return rfm_samples.parse_output(launch.stdout_path(self), parser)
-
-    def record_series(self, name: str, x_label: str, x_unit: str,
-                      columns: dict[str, tuple[str, list[tuple[float, float]]]],
-                      judged: dict[str, tuple[str, float]] | None = None) -> None:
-        """Store a measured series for the report
-        (:func:`hpcval.rfm.samples.record_series`)."""
-        rfm_samples.record_series(self, name, x_label, x_unit, columns, judged)
-
-    # -- topology and ranks (hpcval.rfm.placement) ----------------------------
+    # -- placement (hpcval.rfm.placement) ---------------------------------------
 
     def topology(self, partition: Any = None) -> topology.Topology:
         """The processor topology of *partition* (default: the current one)."""
@@ -207,15 +194,12 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         where that depends on a CPU count that is unknown."""
         return placement.wanted_ranks(self, topo, nodes)
 
-    @run_after("init", always_last=True)
-    def _hpcval_fit_partitions(self) -> None:
-        placement.fit_partitions(self)
+    # -- programs (hpcval.rfm.programs) -----------------------------------------
 
-    @run_after("setup")
-    def _hpcval_set_tasks(self) -> None:
-        placement.set_tasks(self)
-
-    # -- programs and launch commands -----------------------------------------
+    def spack_prefix(self, package: str | None = None) -> str | None:
+        """Install prefix of the Spack-built *package* (default: ``spack_package``)
+        the programming environment offers, or ``None``."""
+        return programs.spack_prefix(self, package)
 
     def find_program(self, name: str, dirs_var: str | None = None,
                      package: str | None = None, mpi: bool = True) -> str:
@@ -227,6 +211,8 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         """Skip where *program* was linked against another MPI than the
         programming environment's (:func:`hpcval.rfm.programs.skip_other_mpi`)."""
         programs.skip_other_mpi(self, program)
+
+    # -- launch and the job's files (hpcval.rfm.launch) -------------------------
 
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the
@@ -243,21 +229,40 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         job: the job's own, then those of :meth:`repeat_in_job`."""
         return launch.sample_outputs(self, stream)
 
-    def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
-        """``parser(text, source=path)`` on the output of every run in the job;
-        a missing or unparsable output is a sanity failure naming the file."""
-        return rfm_samples.parse_samples(self, parser, stream)
+    def stdout_path(self) -> Path:
+        """The job's standard output in the stage directory."""
+        return launch.stdout_path(self)
 
-    # -- figures and samples --------------------------------------------------
+    def shared_fs_dir(self) -> str | None:
+        """This case's directory on the partition's shared file system, or
+        ``None`` (:func:`hpcval.rfm.launch.shared_fs_dir`)."""
+        return launch.shared_fs_dir(self)
 
-    @run_after("init")
-    def _hpcval_declare_figures(self) -> None:
-        rfm_samples.declare_figures(self)
+    def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
+        """Post-run commands removing what the program left in *output_dir*
+        (:func:`hpcval.rfm.launch.cleanup_cmds`)."""
+        return launch.cleanup_cmds(self.stagedir, output_dir, pattern)
+
+    def leftovers(self) -> list[str]:
+        """The files :meth:`cleanup_cmds` found left behind (and removed)."""
+        return launch.leftovers(self.stagedir)
+
+    # -- samples and figures (hpcval.rfm.samples) -------------------------------
 
     def measure(self) -> dict[str, list[float]]:
         """Samples of every declared figure, read from the job's outputs (a
         base test that declares figures implements it)."""
         raise NotImplementedError(f"{type(self).__name__} declares figures but no measure()")
+
+    def parse_stdout(self, parser: Any) -> Any:
+        """``parser(text, source=path)`` on the job's output; a parse failure
+        becomes a sanity failure carrying the parser's message."""
+        return rfm_samples.parse_output(launch.stdout_path(self), parser)
+
+    def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
+        """``parser(text, source=path)`` on the output of every run in the job;
+        a missing or unparsable output is a sanity failure naming the file."""
+        return rfm_samples.parse_samples(self, parser, stream)
 
     def figure_samples(self) -> dict[str, list[float]]:
         """The samples of every declared figure, measured once and stored."""
@@ -273,3 +278,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         """Store the samples of a judged figure with its declared direction
         (:func:`hpcval.rfm.samples.record_samples`)."""
         rfm_samples.record_samples(self, variable, values, unit, better)
+
+    def record_series(self, name: str, x_label: str, x_unit: str,
+                      columns: dict[str, tuple[str, list[tuple[float, float]]]],
+                      judged: dict[str, tuple[str, float]] | None = None) -> None:
+        """Store a measured series for the report
+        (:func:`hpcval.rfm.samples.record_series`)."""
+        rfm_samples.record_series(self, name, x_label, x_unit, columns, judged)
