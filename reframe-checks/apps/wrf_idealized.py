@@ -27,6 +27,6 @@ from hpcval.rfm.wrf import WrfIdealizedBase
 class wrf_idealized_check(WrfIdealizedBase):
     descr = "WRF idealized case (no input data): step time and simulation speed"
     valid_systems = ["*"]
-    num_tasks = 2
+    rank_count = 2
     time_limit = "20m"
     tags = {"apps", "wrf", "halo"}

@@ -19,7 +19,7 @@ from reframe.core.exceptions import SanityError
 
 from hpcval.gpu_audit import failures, parse_gpu_audit_output
 from hpcval.rfm import HpcvalTest
-from hpcval.rfm.base import recording
+from hpcval.rfm.references import recording
 from hpcval.site import Site
 
 

@@ -18,7 +18,7 @@ from reframe.core.exceptions import SanityError
 
 from hpcval.audit import failures, parse_audit_output
 from hpcval.rfm import HpcvalTest
-from hpcval.rfm.base import recording
+from hpcval.rfm.references import recording
 from hpcval.site import Site
 
 

@@ -2,9 +2,10 @@
 
 Two ways, for two needs:
 
-* **Reading** (:func:`class_names`, :func:`class_attributes`): the Python
-  files below a directory are parsed with :mod:`ast`, nothing is imported, so
-  a broken check cannot stop a references file from being validated.
+* **Reading** (:func:`class_names`, :func:`class_attributes`,
+  :func:`assignments`): the Python files below a directory are parsed with
+  :mod:`ast`, nothing is imported, so a broken check cannot stop a references
+  file from being validated.
 * **Importing** (:func:`import_classes`, :func:`subclasses`): the classes
   themselves, where their declarations (``figures``) are needed; a file that
   does not import is left to the run, which reports it.
@@ -73,6 +74,41 @@ def class_attributes(*directories: str | Path) -> dict[str, tuple[list[str], set
             classes.setdefault(cls.name, (bases, set()))[1].update(names)
             classes[cls.name][0].extend(b for b in bases if b not in classes[cls.name][0])
     return classes
+
+
+def assignments(*directories: str | Path) -> list[tuple[Path, int, str]]:
+    """Every name assigned in the Python files below ``directories`` (read
+    with :mod:`ast`), as (file, line, name): ``x = ...`` (also ``+=``,
+    annotated, tuple targets), ``obj.x = ...`` at any depth (``self.job.x``)
+    and ``setattr(obj, "x", ...)``."""
+    found: list[tuple[Path, int, str]] = []
+    for file in check_files(*directories):
+        try:
+            tree = ast.parse(file.read_text(), filename=str(file))
+        except (SyntaxError, OSError, UnicodeDecodeError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            targets: list[Any] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                targets = [node.target]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id == "setattr" and len(node.args) >= 2
+                  and isinstance(node.args[1], ast.Constant)
+                  and isinstance(node.args[1].value, str)):
+                found.append((file, node.lineno, node.args[1].value))
+            while targets:
+                t = targets.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    targets.extend(t.elts)
+                elif isinstance(t, ast.Starred):
+                    targets.append(t.value)
+                elif isinstance(t, ast.Name):
+                    found.append((file, t.lineno, t.id))
+                elif isinstance(t, ast.Attribute):
+                    found.append((file, t.lineno, t.attr))
+    return found
 
 
 def import_classes(directory: str | Path) -> dict[str, type]:

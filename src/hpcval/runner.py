@@ -56,8 +56,8 @@ from hpcval.runid import new_run_id
 from hpcval.site import Site
 
 #: Set for ReFrame by ``validate --record``: checks run and report their figures
-#: without references (see :func:`hpcval.rfm.base.recording`).
-RECORD_ENV = "HPCVAL_RECORD"  # the same name as hpcval.rfm.base.RECORD_ENV
+#: without references (see :func:`hpcval.rfm.references.recording`).
+RECORD_ENV = "HPCVAL_RECORD"  # the same name as hpcval.rfm.references.RECORD_ENV
 
 #: Free space the results store needs before a run starts.
 MIN_FREE_BYTES = 64 << 20

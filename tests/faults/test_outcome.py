@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcval.rfm import outcome
-from hpcval.rfm.site import UnsafeConfigValue, check_env_name, is_plain_value, shell_value
+from hpcval.rfm.launch import UnsafeConfigValue, check_env_name, is_plain_value, shell_value
 
 
 def _file(tmp_path: Path, name: str, text: str) -> Path:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hpcval.mpi_abi import linked_mpi_libraries
-from hpcval.rfm.base import locate_program
 from hpcval.rfm.hpcg import HPCG_DIR_VAR
+from hpcval.rfm.programs import locate_program
 from hpcval.rfm.stream import STREAM_DIR_VAR, STREAM_SRC_VAR
 from hpcval.series import MIN_SAMPLES, SAMPLES_FILE
 

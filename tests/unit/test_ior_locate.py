@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.base import environ_path_dirs
 from hpcval.rfm.ior import find_ior
+from hpcval.rfm.programs import environ_path_dirs
 
 
 def fake_ior(directory: Path) -> Path:

@@ -1,204 +1,41 @@
-"""The mixin every hpcval check derives from.
+"""The mixin every hpcval check derives from: its inputs and its hooks.
 
-It gives a check its site's references (loaded and validated by
-:mod:`hpcval.references`, never written in the check), makes a missing
-reference a failure, records which MPI stack ran, and stores the full data
-series a check measured so that reports can plot more than the judged points.
+:class:`HpcvalTest` declares what a check may set (its references entry, its
+Spack package, its figures and samples, the placement policy's inputs) and
+hooks each of ReFrame's stages to one plain function of a concern module,
+where the work is done and tested:
 
-It also decides, once for every check: how many MPI ranks run (from the
-partition's detected topology, :meth:`HpcvalTest.ranks_on`), the launch
-command of repeated runs in one job (:meth:`HpcvalTest.launch_command`),
-where a benchmark program is (:meth:`HpcvalTest.find_program`), and how a
-declared figure becomes a performance variable backed by stored samples
-(:attr:`HpcvalTest.figures`, :meth:`HpcvalTest.record_samples`).
+* :mod:`hpcval.rfm.placement`: how many MPI ranks run on how many nodes, the
+  one writer of ``num_tasks``/``num_tasks_per_node`` (beside it,
+  :mod:`hpcval.rfm.sizing`, the problem size for that layout);
+* :mod:`hpcval.rfm.launch`: the launcher, what of a site config reaches the
+  job script (quoted), repeated runs in one job, how the job ended, its files;
+* :mod:`hpcval.rfm.samples`: declared figures as performance variables backed
+  by stored samples, measured series, impossible figures;
+* :mod:`hpcval.rfm.references`: the site's references, never written in the
+  check; a missing one is a failure;
+* :mod:`hpcval.rfm.programs`: where a benchmark program is, which Spack build
+  and MPI stack ran.
+
+The methods a check calls (``find_program``, ``repeat_in_job``,
+``figure_samples``...) are the same one-line calls.
 """
 
 from __future__ import annotations
 
-import copy
-import math
-import os
-import shlex
-import shutil
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import reframe as rfm
-import reframe.utility.osext as osext
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
-from reframe.core.exceptions import ReframeError, SanityError
-from reframe.core.launchers import JobLauncher
 
-from hpcval import checks, topology
-from hpcval import references as refs
-from hpcval.errors import HpcvalError, SiteError
+from hpcval import topology
 from hpcval.figures import Figure
-from hpcval.mpi_abi import mpi_mismatch
-from hpcval.paths import checks_dir
-from hpcval.rfm import outcome
-from hpcval.rfm.site import (
-    UnsafeConfigValue,
-    check_env_name,
-    check_script_option,
-    is_plain_value,
-    shell_value,
-)
-from hpcval.series import MIN_SAMPLES, median, write_samples, write_series
-from hpcval.site import PROVENANCE_EXTRA, Site
-
-# Topologies of the partitions, by full name (detected once per ReFrame run).
-_TOPOLOGIES: dict[str, topology.Topology] = {}
-
-# Validated references files, keyed by (path, mtime), so that each file is read
-# once per session however many checks use it.
-_CACHE: dict[tuple[str, float], refs.ReferencesFile] = {}
-
-
-#: Set by ``hpcval validate --record`` (see :mod:`hpcval.runner`).
-RECORD_ENV = "HPCVAL_RECORD"
-
-
-def recording() -> bool:
-    """True in a ``hpcval validate --record`` run: measure, do not judge."""
-    return os.environ.get(RECORD_ENV) == "1"
-
-
-class ReferencesFailure(ReframeError):
-    """A check's references are missing or wrong (shown as the failure reason)."""
-
-
-class ConfigFailure(ReframeError):
-    """A site config value that would reach a job script unsafely."""
-
-
-def _known_check_names(test: Any) -> set[str]:
-    names = {cls.__name__ for cls in checks.subclasses(HpcvalTest)}
-    dirs = {Path(test.prefix)}
-    try:
-        dirs.add(checks_dir())
-    except SiteError:
-        pass
-    for d in dirs:
-        names |= refs.check_names_in(d)
-    return names
-
-
-def site_references(test: Any) -> refs.ReferencesFile:
-    """The validated references file of the site the test runs on."""
-    site = Site.of_test(test)
-    path = site.references
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        raise refs.ReferencesError(str(path), "", "references file not found") from None
-    key = (str(path), mtime)
-    if key not in _CACHE:
-        _CACHE[key] = site.load_references(known_checks=_known_check_names(test))
-    return _CACHE[key]
-
-
-def _attribute(test: Any, name: str) -> Any:
-    if name == "$system":
-        return test.current_system.name
-    if name == "$partition":
-        return test.current_partition.fullname
-    if name == "$environ":
-        return test.current_environ.name
-    if name.startswith("$processor."):
-        attr = name.split(".", 1)[1]
-        value = getattr(test.current_partition.processor, attr)
-        # what ReFrame left unknown, hpcval's detected topology may know
-        return value if value is not None else getattr(test.topology(), attr, None)
-    return getattr(test, name)
-
-
-def last_level_cache_bytes(processor: Any) -> int | None:
-    """Size of the largest cache in a ReFrame processor description (its
-    ``topology``), or None when the topology has not been detected; a check
-    should rather ask :meth:`HpcvalTest.topology`, which also knows this host."""
-    return topology.of_processor({"num_cpus": 1, "topology": getattr(processor, "topology",
-                                                                      None)}).llc_bytes
-
-
-class _EnvironMpirun(JobLauncher):
-    """``mpirun -np N`` with the programming environment's own ``mpirun``, so
-    that two MPI stacks on one machine never launch each other's binaries."""
-
-    def __init__(self, mpirun: str, options: list[str]) -> None:
-        super().__init__()
-        self._mpirun = mpirun
-        self.options = list(options)
-
-    def command(self, job: Any) -> list[str]:
-        return [shlex.quote(self._mpirun), "-np", str(job.num_tasks)]
-
-
-#: Partition extra naming a directory on the partition's shared (network) file
-#: system; I/O checks write there instead of the stage directory when it is set.
-SHARED_FS_EXTRA = "shared_fs_dir"
-
-#: Written by :meth:`HpcvalTest.cleanup_cmds` in the stage directory.
-LEFTOVERS_FILE = "leftovers.txt"
-
-
-#: Stage-directory files of the runs after the first in one job
-#: (:meth:`HpcvalTest.repeat_in_job`): ``sample-<i>.out`` / ``sample-<i>.err``.
-SAMPLE_OUTPUT = "sample-{}.{}"
-
-
-def environ_path_dirs(env_vars: object) -> list[str]:
-    """Directories a programming environment puts on ``PATH`` (its
-    ``env_vars``), without the inherited ``$PATH``."""
-    items = env_vars.items() if hasattr(env_vars, "items") else env_vars or []
-    dirs: list[str] = []
-    for item in items:  # type: ignore[attr-defined]
-        name, value = (item[0], item[1]) if isinstance(item, (list, tuple)) else (item, "")
-        if name == "PATH":
-            dirs += [d for d in str(value).split(":") if d and "$" not in d]
-    return dirs
-
-
-def _executable_in(root: Path, name: str) -> str | None:
-    for candidate in (root / name, root / "bin" / name):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    for found in sorted(root.rglob(name)) if root.is_dir() else []:
-        if found.is_file() and os.access(found, os.X_OK):
-            return str(found)
-    return None
-
-
-def locate_program(name: str, *, spack_prefix: str | None = None,
-                   dirs_var: str | None = None, environ: str | None = None,
-                   environ_dirs: list[str] | None = None) -> tuple[str | None, str]:
-    """Path of program *name* and where it was looked for, in this order: the
-    Spack build the programming environment offers (*spack_prefix*, searched
-    with its subdirectories, e.g. OMB's ``libexec/``); the directories of
-    ``$<dirs_var>`` (colon-separated, each searched with its subdirectories)
-    when the environment is the one ``$<dirs_var minus _DIR>_ENVIRON`` names
-    (default ``impi``), so a build for one MPI never runs under another; the
-    ``PATH`` the environment sets (*environ_dirs*); then ``PATH``."""
-    if spack_prefix:
-        found = _executable_in(Path(spack_prefix), name)
-        if found:
-            return found, f"the environment's Spack build ({spack_prefix})"
-    where = "PATH"
-    if dirs_var:
-        environ_var = dirs_var.removesuffix("_DIR") + "_ENVIRON"
-        dirs = [d for d in os.environ.get(dirs_var, "").split(":") if d]
-        if dirs and (environ is None or os.environ.get(environ_var, "impi") == environ):
-            for d in dirs:
-                found = _executable_in(Path(d), name)
-                if found:
-                    return found, f"${dirs_var}"
-        where = f"${dirs_var} ({os.environ.get(dirs_var, 'unset')}) or PATH"
-    for d in environ_dirs or []:
-        candidate = Path(d) / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate), "the environment's PATH"
-    return shutil.which(name), where
+from hpcval.rfm import launch, placement, programs
+from hpcval.rfm import references as rfm_references
+from hpcval.rfm import samples as rfm_samples
+from hpcval.series import MIN_SAMPLES
 
 
 class HpcvalTest(rfm.RegressionTestPlugin):
@@ -246,9 +83,10 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`int`
     samples = variable(int, value=MIN_SAMPLES, loggable=True)
 
-    #: MPI ranks of the job: a number, or ``"node"`` (one per CPU of every node
-    #: of the job, from the partition's topology). ``None``: ``num_tasks`` as
-    #: the check sets it. Partitions with too few CPUs get no test case.
+    #: MPI ranks of the job (:mod:`hpcval.rfm.placement`): a number, ``"node"``
+    #: (one per CPU of every node of the job, from the partition's topology) or
+    #: ``"core"`` (one per core of every node). ``None``: ``num_tasks`` as
+    #: given on the command line. Partitions with too few CPUs get no test case.
     #:
     #: :type: :class:`int`, :class:`str` or :obj:`None`
     rank_count = variable(int, str, type(None), value=None, loggable=True)
@@ -258,6 +96,12 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #:
     #: :type: :class:`int` or :class:`str`
     nodes = variable(int, str, value=1, loggable=True)
+
+    #: MPI ranks on each node, whatever ``rank_count`` says (``None``: as
+    #: ``rank_count`` places them).
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    ranks_per_node = variable(int, type(None), value=None, loggable=True)
 
     #: The rank count is a multiple of this (2 for checks of rank pairs).
     #:
@@ -275,491 +119,166 @@ class HpcvalTest(rfm.RegressionTestPlugin):
         self.skip_reason = str(msg or "")
         super().skip(msg)
 
+    # -- hooks: one call each, in the order ReFrame runs them within a stage --
+
     @run_after("init")
     def _hpcval_require_reference(self) -> None:
-        # ``hpcval validate --record``: figures are measured and stored, not judged
-        self.require_reference = not recording()
+        rfm_references.require_reference(self)
+
+    @run_after("init", always_last=True)
+    def _hpcval_fit_partitions(self) -> None:
+        placement.fit_partitions(self)
+
+    @run_after("init")
+    def _hpcval_declare_figures(self) -> None:
+        rfm_samples.declare_figures(self)
 
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:
-        self.mpi_stack = str(self.current_environ.extras.get("mpi_stack", "unknown"))
-        self.site_provenance = dict(self.current_partition.extras.get(PROVENANCE_EXTRA) or {})
-        if self.spack_package:
-            entry = self._spack_entry(self.spack_package)
-            self.software_spec = str(entry["spec"]) if entry else ""
-        else:
-            self.software_spec = str(self.current_environ.extras.get("spec", ""))
+        programs.record_stack(self)
 
-    def _spack_entry(self, package: str) -> dict[str, str] | None:
-        """Prefix and spec of the Spack-built *package* the environment offers."""
-        return self.current_environ.extras.get("spack", {}).get(package)
-
-    def shared_fs_dir(self) -> str | None:
-        """A directory for this test case's files on the partition's shared
-        file system (``extras.shared_fs_dir``, e.g. the lab's file-server mount),
-        unique per check, partition and environment; ``None`` where the partition
-        has none (the stage directory is then the place)."""
-        shared = self.current_partition.extras.get(SHARED_FS_EXTRA)
-        if not shared:
-            return None
-        if any(c in str(shared) for c in "'\n\r\0"):
-            raise ConfigFailure(
-                f"partition {self.current_partition.fullname} extras.{SHARED_FS_EXTRA} "
-                f"{str(shared)!r} holds a quote or a line break: name a plain directory")
-        part, env = self.current_partition.name, self.current_environ.name
-        return str(Path(str(shared)) / f"hpcval-{self.unique_name}-{part}-{env}")
-
-    def spack_prefix(self, package: str | None = None) -> str | None:
-        """Install prefix of the Spack-built *package* (default: ``spack_package``)
-        the programming environment offers, or ``None``."""
-        entry = self._spack_entry(package or self.spack_package)
-        return str(entry["prefix"]) if entry else None
-
-    def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
-        """Post-run commands of a check whose program writes files matching the
-        shell *pattern* in *output_dir*: list what the program left behind (it
-        should remove its own; see :meth:`leftovers`), remove it, and remove
-        *output_dir* itself where it is a per-test directory on a shared file
-        system rather than the stage directory."""
-        files = f"{shlex.quote(output_dir)}/{pattern}"
-        cmds = [f"ls -1d {files} 2>/dev/null > {LEFTOVERS_FILE} || true", f"rm -f {files}"]
-        if output_dir not in (".", str(self.stagedir)):
-            cmds.append(f"rmdir {shlex.quote(output_dir)} 2>/dev/null || true")
-        return cmds
-
-    def leftovers(self) -> list[str]:
-        """The files :meth:`cleanup_cmds` found left behind (and removed)."""
-        path = Path(self.stagedir) / LEFTOVERS_FILE
-        return path.read_text().split() if path.is_file() else []
-
-    @run_before("run")
-    def _hpcval_references(self) -> None:
-        # After setup, so a check that skips itself (a tool or input missing)
-        # needs no references; before the run, so a wrong references file
-        # fails before any benchmark time is spent.
-        if not self.perf_variables or recording():
-            # a check judged by its sanity alone (e.g. an audit) has no figures;
-            # a recording run measures without references
-            self._hpcval_refs = {}
-            return
-        self._hpcval_refs = self._hpcval_resolve_references()
-        self.reference = {"*": {v: r.as_reframe() for v, r in self._hpcval_refs.items()}}
-        # variables and units are known now: a mismatch fails before the benchmark runs
-        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
-        try:
-            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
-                                 self._hpcval_entry_name)
-        except HpcvalError as err:
-            raise ReferencesFailure(str(err)) from None
-
-    @run_before("run")
-    def _hpcval_launcher(self) -> None:
-        """The environment's own ``mpirun``; every launch recorded by the
-        wrapper script (:mod:`hpcval.rfm.outcome`); with ``srun``, one task's
-        death ends the whole step at once. Idempotent: checks that write
-        repeated launches call it before reading the launcher's command."""
-        mpirun = self.current_environ.extras.get("mpirun")
-        launcher = self.job.launcher
-        if mpirun and type(launcher).__name__ == "MpirunLauncher":
-            launcher = self.job.launcher = _EnvironMpirun(str(mpirun), launcher.options)
-        where = f"partition {self.current_partition.fullname} launcher options"
-        try:
-            options = [check_script_option(o, where) for o in launcher.options]
-        except UnsafeConfigValue as err:
-            raise ConfigFailure(str(err)) from None
-        sched = type(self.job.scheduler).__name__
-        if ("Slurm" in sched or "Squeue" in sched) and "--no-requeue" not in self.job.options:
-            # a node failure must end the job and be named (NODE_FAIL), not
-            # requeue it out of sight, pending until nodes come back
-            self.job.options.append("--no-requeue")
-        if type(launcher).__name__ in ("SrunLauncher", "SrunAllocationLauncher") and not any(
-                o.startswith(("--kill-on-bad-exit", "-K")) for o in options):
-            # Slurm's default lets the other tasks run on after one dies
-            # (until the time limit): end the step at once, naming the task.
-            options.append("--kill-on-bad-exit=1")
-        launcher.options = [o if o == shlex.quote(o) or o.startswith("'") else shlex.quote(o)
-                            for o in options]
-        if launcher.modifier != "sh" or not launcher.modifier_options[:1] or \
-                outcome.LAUNCH_SCRIPT not in launcher.modifier_options[0]:
-            stage = Path(self.stagedir)
-            script = stage / outcome.LAUNCH_SCRIPT
-            script.write_text(outcome.LAUNCH_SCRIPT_TEXT)
-            (stage / outcome.LAUNCH_STATUS).unlink(missing_ok=True)
-            inner = [launcher.modifier, *launcher.modifier_options] if launcher.modifier else []
-            launcher.modifier = "sh"
-            launcher.modifier_options = [shlex.quote(str(script)),
-                                         shlex.quote(str(stage / outcome.LAUNCH_STATUS)), *inner]
+    @run_after("setup")
+    def _hpcval_set_tasks(self) -> None:
+        placement.set_tasks(self)
 
     @run_before("compile")
     def _hpcval_quote_build_environment(self) -> None:
         # ReFrame loads the environments for the build job too (and runs any
         # ``$(...)`` or backticks in their values while doing so)
-        self._hpcval_quote_environment()
+        launch.quote_environment(self)
+
+    @run_before("run")
+    def _hpcval_references(self) -> None:
+        rfm_references.apply(self, HpcvalTest)
+
+    @run_before("run")
+    def _hpcval_launcher(self) -> None:
+        launch.set_launcher(self)
 
     @run_before("run")
     def _hpcval_quote_environment(self) -> None:
-        """Config values that reach the job script's ``export K=V`` lines are
-        quoted (``$NAME`` references stay expansions): nothing in a site
-        config or a ``-S env_vars=`` is executed. Partition ``env_vars``
-        (ReFrame's own, not copied per test) and scheduler ``access`` options
-        are checked and rejected when unsafe. Runs before the build and again
-        before the run (for values a hook set in between): a value quoted
-        once is kept as it is."""
-        #: the test's env_vars as quoted by an earlier pass, None before the first
-        done: dict[str, str] | None = getattr(self, "_hpcval_quoted_env", None)
-        env = self.current_environ
-        where = f"environment {env.name!r} (site config) env_vars"
-        part = self.current_partition
-        try:
-            quoted = env.env_vars if done is not None else OrderedDict(
-                (check_env_name(k, where), shell_value(v)) for k, v in env.env_vars.items())
-            for k, v in part.local_env.env_vars.items():
-                check_env_name(k, f"partition {part.fullname} env_vars")
-                if not is_plain_value(v):
-                    raise UnsafeConfigValue(
-                        f"partition {part.fullname} env_vars {k}: value {v!r} holds shell "
-                        "characters (spaces, quotes, ;, $(...), backticks): set it in a "
-                        "programming environment, where hpcval quotes it")
-            for opt in [*part.access, *self.job.options]:
-                check_script_option(opt, f"partition {part.fullname} access/job options")
-            test_env = {check_env_name(k, f"{self.unique_name} env_vars"):
-                        v if done is not None and done.get(k) == v else shell_value(v)
-                        for k, v in self.env_vars.items()}
-        except UnsafeConfigValue as err:
-            raise ConfigFailure(str(err)) from None
-        if done is None:
-            safe = copy.copy(env)
-            safe._env_vars = quoted
-            self._current_environ = safe
-        self.env_vars = test_env
-        self._hpcval_quoted_env = dict(test_env)
-
-    @run_before("sanity")
-    def _hpcval_job_outcome(self) -> None:
-        """Fail, naming the cause, where the job did not end well, whatever
-        the output looks like: a launch with a non-zero exit status or a
-        signal, a launch that never ended, a scheduler event (time limit,
-        node failure, preemption, out of memory). The check's own sanity
-        message follows the cause where it has one."""
-        if self.is_dry_run():
-            return
-        stage = Path(self.stagedir)
-        launches = outcome.read_launches(stage / outcome.LAUNCH_STATUS)
-        state = None
-        failed_nodes: list[str] = []
-        sched = type(self.job.scheduler).__name__
-        if "Slurm" in sched or "Squeue" in sched:
-            info = outcome.slurm_job_state(str(self.job.jobid))
-            state = info.get("JobState")
-            nodes = getattr(self.job, "nodelist", None) or []
-            failed_nodes = outcome.slurm_failed_nodes(
-                info.get("NodeList") or ",".join(nodes if isinstance(nodes, list) else [nodes]))
-        program = Path(str(self.executable).split()[0]).name if self.executable else "job"
-        why = outcome.job_failure(
-            launches, exitcode=self.job.exitcode,
-            signal_number=getattr(self.job, "signal", None),  # Slurm jobs have none
-            scheduler_state=state, stderr=stage / str(self.stderr.evaluate()),
-            program=program, stdout=self.stdout_path(), outputs=self._hpcval_launch_outputs,
-            failed_nodes=failed_nodes)
-        if why is None:
-            return
-        own = ""
-        skipped = outcome.skipped_launches(stage / outcome.LAUNCH_STATUS)
-        if skipped:
-            own = f" ({skipped} later launch(es) of the job skipped)"
-        elif hasattr(self, "_rfm_sanity") and not hasattr(self, "sanity_patterns"):
-            with osext.change_dir(str(stage)):
-                try:
-                    sn.evaluate(self._rfm_sanity())
-                except Exception as err:  # noqa: BLE001 - any failure of the check's parse
-                    own = f" (the check's own verdict: {str(err).splitlines()[0]})" \
-                        if str(err) else ""
-        raise SanityError(f"{why}{own}")
-
-    def _hpcval_launch_outputs(self, number: int) -> tuple[Path, Path]:
-        """Standard output and error of launch *number* of the job (the
-        samples of :meth:`repeat_in_job` write their own)."""
-        outs, errs = self.sample_outputs("out"), self.sample_outputs("err")
-        if 0 < number <= len(outs):
-            return outs[number - 1], errs[number - 1]
-        return self.stdout_path(), Path(self.stagedir) / str(self.stderr.evaluate())
-
-    @run_before("performance")
-    def _hpcval_check_variables(self) -> None:
-        if self.is_dry_run():
-            return
-        reported = {name: fn.unit for name, fn in self.perf_variables.items()}
-        if reported:
-            # judged or recorded, an impossible figure is never a measurement
-            self._hpcval_check_figures()
-        if (not reported and not self._hpcval_refs) or recording():
-            return
-        try:
-            refs.check_variables(self._hpcval_refs, reported, self._hpcval_refs_path,
-                                 self._hpcval_entry_name)
-        except HpcvalError as err:
-            raise ReferencesFailure(str(err)) from None
+        launch.quote_environment(self)
 
     @run_before("run")
     def _hpcval_check_bandwidth_ceiling(self) -> None:
         # a wrong ceiling fails before the benchmark runs, not after
-        self._hpcval_bandwidth_ceiling()
+        rfm_samples.bandwidth_ceiling(self.current_partition)
 
-    def _hpcval_bandwidth_ceiling(self) -> float:
-        """The partition's ``extras.max_bandwidth_mbs``: a positive finite
-        number, else a config failure (a NaN ceiling would let every
-        bandwidth through)."""
-        part = self.current_partition
-        value = part.extras.get("max_bandwidth_mbs", outcome.DEFAULT_MAX_BANDWIDTH_MBS)
-        try:
-            ceiling = float(value) if not isinstance(value, bool) else math.nan
-        except (TypeError, ValueError):
-            ceiling = math.nan
-        if not (math.isfinite(ceiling) and ceiling > 0):
-            raise ConfigFailure(
-                f"partition {part.fullname} extras max_bandwidth_mbs: {value!r} is not a "
-                "bandwidth ceiling: give a positive number of MB/s (default "
-                f"{outcome.DEFAULT_MAX_BANDWIDTH_MBS:g}) in the site config")
-        return ceiling
+    @run_before("sanity")
+    def _hpcval_job_outcome(self) -> None:
+        launch.job_outcome(self)
 
+    @run_before("performance")
     def _hpcval_check_figures(self) -> None:
-        """Every figure is a finite, physically possible measurement (no
-        ``inf``, no negative time or bandwidth, no bandwidth above the
-        partition's ceiling): such a value passes every reference and must
-        fail the check instead, named."""
-        ceiling = self._hpcval_bandwidth_ceiling()
-        values: dict[str, tuple[object, str | None]] = {}
-        with osext.change_dir(str(self.stagedir)):
-            for name, fn in self.perf_variables.items():
-                try:
-                    values[name] = (sn.evaluate(fn), fn.unit)
-                except SanityError:
-                    raise
-                except Exception as err:  # noqa: BLE001 - a figure that cannot be computed
-                    raise SanityError(f"figure {name} cannot be computed: {err}") from None
-        bad = outcome.impossible_figures(values, ceiling)
-        if bad:
-            raise SanityError("impossible figure(s), not a measurement: " + "; ".join(bad))
+        rfm_samples.check_figures(self)
 
-    def _hpcval_resolve_references(self) -> dict[str, refs.Reference]:
-        name = self.reference_entry or type(self).__name__
-        bases = [c.__name__ for c in type(self).__mro__[1:]]
-        try:
-            ref_file = site_references(self)
-            entry = ref_file.entry(name, bases)
-            resolved = refs.resolve(
-                entry, ref_file.path, lambda a: _attribute(self, a),
-                self.current_system.name, self.current_partition.name,
-            )
-        except HpcvalError as err:
-            raise ReferencesFailure(str(err)) from None
-        self._hpcval_refs_path = str(ref_file.path)
-        self._hpcval_entry_name = name
-        return resolved
+    @run_before("performance")
+    def _hpcval_check_variables(self) -> None:
+        rfm_references.check_reported(self)
 
-    def stdout_path(self) -> Path:
-        """The job's standard output in the stage directory."""
-        return Path(self.stagedir) / str(self.stdout.evaluate())
-
-    def parse_stdout(self, parser: Any) -> Any:
-        """``parser(text, source=path)`` on the job's output; a parse failure
-        (garbage, truncation, a benchmark's own error rows) becomes a sanity
-        failure carrying the parser's message."""
-        path = self.stdout_path()
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as err:
-            raise SanityError(f"cannot read {path}: {err.strerror}") from None
-        try:
-            return parser(text, source=str(path))
-        except HpcvalError as err:
-            raise SanityError(str(err)) from None
-
-    def record_series(self, name: str, x_label: str, x_unit: str,
-                      columns: dict[str, tuple[str, list[tuple[float, float]]]],
-                      judged: dict[str, tuple[str, float]] | None = None) -> None:
-        """Store a measured series (e.g. time and bandwidth per message size)
-        for the report; ``columns`` maps a label to (unit, [(x, y), ...]) and
-        ``judged`` maps a performance variable to the (column, x) it judges,
-        so the report can draw its reference band."""
-        path = write_series(self.stagedir, name, x_label, x_unit, columns, judged)
-        if path.name not in self.keep_files:
-            self.keep_files.append(path.name)
-
-    # -- topology and ranks ---------------------------------------------------
+    # -- placement (hpcval.rfm.placement) ---------------------------------------
 
     def topology(self, partition: Any = None) -> topology.Topology:
         """The processor topology of *partition* (default: the current one)."""
-        part = partition or self.current_partition
-        if part.fullname not in _TOPOLOGIES:
-            _TOPOLOGIES[part.fullname] = topology.of_partition(part)
-        return _TOPOLOGIES[part.fullname]
+        return placement.topology_of(partition or self.current_partition)
 
     def node_count(self, partition: Any = None) -> int:
         """Nodes of the job on *partition* (default: the current one)."""
-        if self.nodes == "internode":
-            part = partition or self.current_partition
-            return 2 if "internode" in part.features else 1
-        if isinstance(self.nodes, str):
-            raise ReframeError(f"{type(self).__name__}: nodes must be a number or "
-                               f"'internode', not {self.nodes!r}")
-        return int(self.nodes)
+        return placement.nodes_of(self, partition)
 
     def ranks_on(self, topo: topology.Topology, nodes: int = 1) -> int | None:
         """The job's MPI ranks on *nodes* nodes of topology *topo*; ``None``
         where that depends on a CPU count that is unknown."""
-        wanted = self.rank_count if self.rank_count is not None else self.num_tasks
-        if wanted == "node":
-            if not topo.num_cpus:
-                return None
-            per_node = topo.num_cpus - topo.num_cpus % self.rank_multiple
-            return max(2, per_node) * nodes
-        if isinstance(wanted, str):
-            raise ReframeError(f"{type(self).__name__}: rank_count must be a number or "
-                               f"'node', not {wanted!r}")
-        return int(wanted or 1)
+        return placement.wanted_ranks(self, topo, nodes)
 
-    def _fits(self, partition: Any) -> bool:
-        topo, nodes = self.topology(partition), self.node_count(partition)
-        ranks = self.ranks_on(topo, nodes)
-        return ranks is None or not topo.num_cpus or ranks <= max(2, topo.num_cpus * nodes)
+    # -- programs (hpcval.rfm.programs) -----------------------------------------
 
-    @run_after("init", always_last=True)
-    def _hpcval_fit_partitions(self) -> None:
-        # A case that cannot run on a partition (more ranks than its CPUs) is
-        # not generated there, rather than generated and skipped.
-        from reframe.core.runtime import valid_sysenv_comb
-
-        partitions = list(valid_sysenv_comb(self.valid_systems, [], check_environs=False))
-        fitting = [p for p in partitions if self._fits(p)]
-        if len(fitting) < len(partitions):
-            self.valid_systems = [p.fullname for p in fitting]
-
-    @run_after("setup")
-    def _hpcval_set_tasks(self) -> None:
-        topo, nodes = self.topology(), self.node_count()
-        ranks = self.ranks_on(topo, nodes)
-        if ranks is None or (not topo.num_cpus and ranks > 2):
-            self.skip(f"partition {self.current_partition.fullname}: CPU count unknown, so "
-                      f"{self.rank_count or ranks} ranks cannot be placed: give the partition a "
-                      "`processor` in its site config (hpcval.topology.processor_info()) or "
-                      "enable ReFrame's remote_detect")
-        self.num_tasks = ranks
-        if nodes > 1:
-            self.num_tasks_per_node = ranks // nodes
-
-    # -- programs and launch commands -----------------------------------------
+    def spack_prefix(self, package: str | None = None) -> str | None:
+        """Install prefix of the Spack-built *package* (default: ``spack_package``)
+        the programming environment offers, or ``None``."""
+        return programs.spack_prefix(self, package)
 
     def find_program(self, name: str, dirs_var: str | None = None,
                      package: str | None = None, mpi: bool = True) -> str:
-        """Path of program *name* for this programming environment
-        (:func:`locate_program`: its Spack build of *package*, default
-        ``spack_package``, first); skips the test with a reason where absent.
-        An MPI program (*mpi*) takes ``$<dirs_var>`` only in the environment
-        it was built for; a program without MPI (*mpi* false, e.g. STREAM)
-        runs from ``$<dirs_var>`` in any environment."""
-        env = self.current_environ
-        path, where = locate_program(name, spack_prefix=self.spack_prefix(package),
-                                     dirs_var=dirs_var, environ=env.name if mpi else None,
-                                     environ_dirs=environ_path_dirs(env.env_vars))
-        hint = f", or set {dirs_var} to its directory" if dirs_var else ""
-        self.skip_if(path is None,
-                     f"{name} not found in {where}: install it (e.g. spack install "
-                     f"{package or self.spack_package or name} in the site's Spack "
-                     f"environment) and put it on PATH{hint}")
-        return str(path)
+        """Path of program *name* for this programming environment; skips the
+        test with a reason where absent (:func:`hpcval.rfm.programs.find_program`)."""
+        return programs.find_program(self, name, dirs_var, package, mpi)
 
     def skip_other_mpi(self, program: str) -> None:
         """Skip where *program* was linked against another MPI than the
-        programming environment's (:func:`hpcval.mpi_abi.mpi_mismatch`), rather
-        than launch it and fail at its first MPI call."""
-        mismatch = mpi_mismatch(program, self.current_environ.features)
-        self.skip_if(mismatch is not None,
-                     f"{mismatch} (environment {self.current_environ.name})")
+        programming environment's (:func:`hpcval.rfm.programs.skip_other_mpi`)."""
+        programs.skip_other_mpi(self, program)
+
+    # -- launch and the job's files (hpcval.rfm.launch) -------------------------
 
     def launch_command(self, *argv: str) -> str:
         """The command line the job script runs for *argv* (default: the
         executable and its options), launcher included, as one string."""
-        self._hpcval_launcher()
-        # ReFrame copies the task counts into the job only when it writes the
-        # script; a launch line written before needs them now.
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = " ".join(self.job.launcher.run_command(self.job).split())
-        return " ".join([launch, *(argv or (self.executable, *self.executable_opts))])
+        return launch.launch_command(self, *argv)
 
     def repeat_in_job(self, *argv: str) -> list[str]:
         """Shell lines running the job's command (or *argv*) ``samples - 1``
         more times, each into its own output files (:meth:`sample_outputs`)."""
-        line = self.launch_command(*argv)
-        return [f"{line} > {SAMPLE_OUTPUT.format(i, 'out')} 2> {SAMPLE_OUTPUT.format(i, 'err')}"
-                for i in range(2, self.samples + 1)]
+        return launch.repeat_in_job(self, *argv)
 
     def sample_outputs(self, stream: str = "out") -> list[Path]:
         """Standard output (``"out"``) or error (``"err"``) of every run in the
         job: the job's own, then those of :meth:`repeat_in_job`."""
-        own = self.stdout if stream == "out" else self.stderr
-        stage = Path(self.stagedir)
-        return [stage / str(own.evaluate()),
-                *(stage / SAMPLE_OUTPUT.format(i, stream) for i in range(2, self.samples + 1))]
+        return launch.sample_outputs(self, stream)
 
-    def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
-        """``parser(text, source=path)`` on the output of every run in the job;
-        a missing or unparsable output is a sanity failure naming the file."""
-        results = []
-        for path in self.sample_outputs(stream):
-            try:
-                text = path.read_text(errors="replace")
-            except OSError as err:
-                raise SanityError(f"cannot read {path}: {err.strerror}") from None
-            try:
-                results.append(parser(text, source=str(path)))
-            except HpcvalError as err:
-                raise SanityError(str(err)) from None
-        return results
+    def stdout_path(self) -> Path:
+        """The job's standard output in the stage directory."""
+        return launch.stdout_path(self)
 
-    # -- figures and samples --------------------------------------------------
+    def shared_fs_dir(self) -> str | None:
+        """This case's directory on the partition's shared file system, or
+        ``None`` (:func:`hpcval.rfm.launch.shared_fs_dir`)."""
+        return launch.shared_fs_dir(self)
 
-    @run_after("init")
-    def _hpcval_declare_figures(self) -> None:
-        for fig in self.figures:
-            self.perf_variables[fig.name] = sn.make_performance_function(
-                self.figure_value(fig.name), fig.unit)
+    def cleanup_cmds(self, output_dir: str, pattern: str) -> list[str]:
+        """Post-run commands removing what the program left in *output_dir*
+        (:func:`hpcval.rfm.launch.cleanup_cmds`)."""
+        return launch.cleanup_cmds(self.stagedir, output_dir, pattern)
+
+    def leftovers(self) -> list[str]:
+        """The files :meth:`cleanup_cmds` found left behind (and removed)."""
+        return launch.leftovers(self.stagedir)
+
+    # -- samples and figures (hpcval.rfm.samples) -------------------------------
 
     def measure(self) -> dict[str, list[float]]:
         """Samples of every declared figure, read from the job's outputs (a
         base test that declares figures implements it)."""
         raise NotImplementedError(f"{type(self).__name__} declares figures but no measure()")
 
+    def parse_stdout(self, parser: Any) -> Any:
+        """``parser(text, source=path)`` on the job's output; a parse failure
+        becomes a sanity failure carrying the parser's message."""
+        return rfm_samples.parse_output(launch.stdout_path(self), parser)
+
+    def parse_samples(self, parser: Any, stream: str = "out") -> list[Any]:
+        """``parser(text, source=path)`` on the output of every run in the job;
+        a missing or unparsable output is a sanity failure naming the file."""
+        return rfm_samples.parse_samples(self, parser, stream)
+
     def figure_samples(self) -> dict[str, list[float]]:
         """The samples of every declared figure, measured once and stored."""
-        cached: dict[str, list[float]] | None = getattr(self, "_hpcval_samples", None)
-        if cached is None:
-            measured = self.measure()
-            for fig in self.figures:
-                values = measured.get(fig.name, [])
-                if not values:
-                    raise SanityError(f"{fig.name}: no sample measured")
-                self.record_samples(fig.name, values, fig.unit, fig.direction)
-            cached = self._hpcval_samples
-        return cached
+        return rfm_samples.figure_samples(self)
 
     @sn.deferrable
     def figure_value(self, name: str) -> float:
         """A figure's value: the median of its samples."""
-        return median(self.figure_samples()[name])
+        return rfm_samples.figure_value(self, name)
 
     def record_samples(self, variable: str, values: list[float], unit: str,
                        better: str) -> None:
-        """Store the samples of a judged figure in ``hpcval-samples.json`` (kept
-        with the run) with its declared direction ``better`` (``higher``/``lower``,
-        :attr:`hpcval.figures.Figure.direction`)."""
-        try:
-            path = write_samples(self.stagedir, variable, values, unit, better)
-        except HpcvalError as err:
-            raise SanityError(str(err)) from None
-        if not hasattr(self, "_hpcval_samples"):
-            self._hpcval_samples: dict[str, list[float]] = {}
-        self._hpcval_samples[variable] = [float(v) for v in values]
-        if path.name not in self.keep_files:
-            self.keep_files.append(path.name)
+        """Store the samples of a judged figure with its declared direction
+        (:func:`hpcval.rfm.samples.record_samples`)."""
+        rfm_samples.record_samples(self, variable, values, unit, better)
+
+    def record_series(self, name: str, x_label: str, x_unit: str,
+                      columns: dict[str, tuple[str, list[tuple[float, float]]]],
+                      judged: dict[str, tuple[str, float]] | None = None) -> None:
+        """Store a measured series for the report
+        (:func:`hpcval.rfm.samples.record_series`)."""
+        rfm_samples.record_series(self, name, x_label, x_unit, columns, judged)

@@ -21,7 +21,8 @@ from hpcval.errors import HpcvalError
 from hpcval.figures import Figure
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
 from hpcval.paths import project_root
-from hpcval.rfm.base import HpcvalTest, environ_path_dirs, locate_program
+from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.programs import environ_path_dirs, locate_program
 from hpcval.rfm.sizing import SizedTest
 from hpcval.series import median
 

@@ -40,7 +40,9 @@ from hpcval import physics, sizing
 from hpcval.errors import HpcvalError
 from hpcval.figures import Figure
 from hpcval.parsers.ior import IorResult, ior_errors, parse_ior_json
-from hpcval.rfm.base import SHARED_FS_EXTRA, HpcvalTest, locate_program
+from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.launch import SHARED_FS_EXTRA
+from hpcval.rfm.programs import locate_program
 from hpcval.rfm.sizing import SizedTest
 from hpcval.series import MIN_SAMPLES, median
 

@@ -26,7 +26,8 @@ from reframe.core.exceptions import SanityError
 
 from hpcval.figures import Figure
 from hpcval.parsers.omb import OmbResult, check_complete, parse_omb
-from hpcval.rfm.base import HpcvalTest, locate_program
+from hpcval.rfm.base import HpcvalTest
+from hpcval.rfm.programs import locate_program
 
 OMB_DIR_VAR = "HPCVAL_OMB_DIR"
 

@@ -1,5 +1,7 @@
 """The ReFrame side of :mod:`hpcval.sizing`: a mixin that gives a check its
-budget, its node (topology, memory) and records the size it ran at.
+budget, its node (topology, memory) and records the size it ran at. The node
+and the ranks on it come from the placement policy
+(:mod:`hpcval.rfm.placement`), so a problem is sized for the layout the job runs.
 
 A base test with a size-dependent figure derives from :class:`SizedTest` and
 sizes itself in one ``run_after("setup")`` hook::
@@ -22,6 +24,7 @@ import reframe as rfm
 from reframe.core.builtins import variable
 
 from hpcval import sizing
+from hpcval.rfm import placement
 
 
 class SizedTest(rfm.RegressionTestPlugin):
@@ -66,12 +69,14 @@ class SizedTest(rfm.RegressionTestPlugin):
         return None
 
     def sizing_node(self) -> sizing.Node:
-        return sizing.Node.of(self.topology(), self.sizing_memory())  # type: ignore[attr-defined]
+        """One node of the job: its topology and memory."""
+        return sizing.Node.of(placement.topology_of(self.current_partition),
+                              self.sizing_memory())
 
     def sizing_ranks(self) -> int:
-        """Ranks of the job on one node."""
-        ranks = self.ranks_on(self.topology(), self.node_count())  # type: ignore[attr-defined]
-        return max(1, int(ranks or 1) // max(1, self.node_count()))  # type: ignore[attr-defined]
+        """Ranks of the job on one node (:mod:`hpcval.rfm.placement`)."""
+        nodes = placement.nodes_of(self)
+        return max(1, int(placement.ranks_of(self) or 1) // max(1, nodes))
 
     def sized(self, rule: Any, *args: Any, **kwargs: Any) -> sizing.Size | None:
         """``rule(*args, **kwargs)``; where it cannot be met, the case is

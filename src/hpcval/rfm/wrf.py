@@ -221,7 +221,8 @@ class WrfIdealizedBase(WrfBase):
 
 
 class WrfConusBase(WrfBase):
-    """NCAR's CONUS inputs (``data_set`` among ``data_sets``) at a node/rank count."""
+    """NCAR's CONUS inputs (``data_set`` among ``data_sets``) on ``nodes`` nodes,
+    one rank per core (or ``ranks_per_node``)."""
 
     time_limit = "2h"
 
@@ -231,15 +232,10 @@ class WrfConusBase(WrfBase):
     #: :type: :class:`Dict[str, Dict]`
     data_sets: dict[str, dict[str, Any]] = {}
 
-    #: Nodes to run on.
-    #:
-    #: :type: :class:`int`
-    num_nodes = variable(int, value=1, loggable=True)
-
-    #: MPI ranks per node; the partition's core count when unset.
-    #:
-    #: :type: :class:`int` or :obj:`None`
-    ranks_per_node = variable(int, type(None), value=None, loggable=True)
+    #: One MPI rank per core of every node (``nodes`` of them, one by
+    #: default); ``ranks_per_node`` sets another count per node
+    #: (:mod:`hpcval.rfm.placement`).
+    rank_count = "core"
 
     #: Simulated hours from the start (or restart) time.
     #:
@@ -304,9 +300,6 @@ class WrfConusBase(WrfBase):
         assert run_dir is not None
         self.run_dir = str(run_dir)
         self.use_wrf(run_dir / "wrf.exe")
-        per_node = self.ranks_per_node or self.current_partition.processor.num_cores or 1
-        self.num_tasks_per_node = per_node
-        self.num_tasks = self.num_nodes * per_node
         self.keep_files += [RSL, "rsl.out.0000", "namelist.input"]
 
     @run_before("run")

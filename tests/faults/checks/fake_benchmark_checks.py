@@ -58,7 +58,7 @@ class fake_built_check(HpcvalTest, rfm.RegressionTest):
     build_locally = True
     executable = FAKE_IMB
     executable_opts = ["ok-env"]
-    num_tasks = 1
+    rank_count = 1
     time_limit = "12s"
 
     @run_before("compile")
