@@ -214,7 +214,8 @@ def test_local_site_offers_spack_built_programs() -> None:
     env = _local_spack_environments()["spack-openmpi"]
     assert env["extras"]["mpi_stack"] == "openmpi@4.1.4 (spack:local)"
     cfdio = env["extras"]["spack"]["hpcval-cfdio"]
-    assert cfdio["spec"].startswith("hpcval-cfdio@main")
+    version = (ROOT / "proxies" / "cfdio" / "VERSION").read_text().strip()
+    assert cfdio["spec"].startswith(f"hpcval-cfdio@{version} ")
     assert "^openmpi@4.1.4" in cfdio["spec"]
     assert Path(cfdio["prefix"], "bin", "cfdio").is_file()
     assert env["env_vars"][0][1].startswith(str(Path(cfdio["prefix"], "bin")))

@@ -34,6 +34,13 @@ def test_the_checkouts_proxy_sources_are_those_its_version_names() -> None:
         assert spack.proxy_version_problem(name, ROOT) is None
 
 
+def test_every_committed_lock_holds_the_proxy_at_its_version() -> None:
+    for name in spack.environment_names(ROOT):
+        env_dir = ROOT / "environments" / name
+        if (env_dir / "spack.lock").is_file():
+            assert spack.lock_proxy_versions(spack.read_lock(env_dir), ROOT) == [], name
+
+
 def test_the_sums_are_sha256sum_files_of_the_build_files_only() -> None:
     directory = ROOT / "proxies" / "cfdio"
     version, sums = spack.read_proxy_sums(directory)
