@@ -232,15 +232,6 @@ def mpi_node(nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def environment_package_prefix(env_dir: str | Path, name: str) -> Path | None:
-    """Install prefix of the package *name* (e.g. the data package ``wrf-conus-12km-v4``,
-    or ``wrf``) as the Spack environment *env_dir* installed it, or ``None`` where Spack is
-    missing or the environment has not installed it. Where several specs of the
-    environment have that name (one per MPI stack), the first in ``spack find`` order."""
-    found = installed_prefixes(env_dir, (name,))
-    return found[0][1] if found else None
-
-
 # --- The environments as files: manifest, includes, declared target, lock -----------------
 
 #: What ``hpcval spack lock`` and the tests expect of every environment.

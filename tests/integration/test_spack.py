@@ -253,19 +253,6 @@ def test_checks_run_the_spack_built_programs_unchanged(tmp_path: Path) -> None:
 
 
 @needs_spack
-def test_environment_package_prefix_finds_a_non_mpi_package_of_the_environment() -> None:
-    """How a check finds a package that is no MPI program (WRF's data sets, STREAM)."""
-    env_dir = ROOT / "environments" / "local"
-    prefix = spack.environment_package_prefix(env_dir, "stream")
-    if prefix is None:
-        pytest.skip("stream not installed in environments/local "
-                    "(spack -e environments/local install stream)")
-    assert (prefix / "bin" / "stream_c.exe").is_file()
-    assert spack.read_spec_json(prefix)[0]["name"] == "stream"
-    assert spack.environment_package_prefix(env_dir, "wrf-conus-12km-v4") is None  # not in local
-
-
-@needs_spack
 def test_stream_check_runs_the_spack_built_stream_on_spack_serial(tmp_path: Path) -> None:
     """STREAM has no MPI: the site offers its Spack build in one `spack-serial`
     environment, and stream_check runs it there and records its spec (or fails
