@@ -12,6 +12,7 @@ import yaml
 
 from hpcval import spack
 from hpcval.paths import project_root
+from hpcval.spack import preinstall
 
 ROOT = project_root()
 ENVIRONMENTS = spack.environment_names(ROOT)
@@ -118,8 +119,9 @@ def test_missing_external_prefix_and_contents_are_named(tmp_path: Path) -> None:
                     reason="Debian's Open MPI is not installed (make system-deps)")
 def test_mpi_prefix_holding_another_mpi_is_named() -> None:
     # /usr/bin/mpicc is whichever MPI Debian's alternatives chose
-    owner = "openmpi" if "Open MPI" in (spack._run_probe(Path("/usr/bin/mpicc"),
-                                                          ["--showme:version"]) or "") else None
+    owner = "openmpi" if "Open MPI" in (preinstall._run_probe(Path("/usr/bin/mpicc"),
+                                                               ["--showme:version"]) or "") \
+        else None
     claim = "mpich" if owner == "openmpi" else "openmpi"
     problems = spack.check_external(claim, f"{claim}@4.1.4", "/usr", "spack.yaml")
     assert any("is not" in p and "wrapper" in p for p in problems), problems

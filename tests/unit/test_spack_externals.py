@@ -10,6 +10,7 @@ import yaml
 
 from hpcval import spack
 from hpcval.errors import HpcvalError
+from hpcval.spack import venvmpi
 
 
 def _fake_wheel_venv(root: Path, version: str = "2021.18.1") -> Path:
@@ -94,7 +95,7 @@ def test_cli_writes_for_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     venv = _fake_wheel_venv(tmp_path)
     envs = _environments(tmp_path)
-    monkeypatch.setattr(spack, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(venvmpi, "project_root", lambda: tmp_path)
     assert cli.main(["spack", "externals", "--prefix", str(venv)]) == 0
     assert (envs / "local" / spack.VENV_MPI_INCLUDE).is_file()
     assert cli.main(["spack", "externals", "--prefix", str(tmp_path / "none")]) == 2

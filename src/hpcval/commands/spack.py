@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from hpcval import spack
-from hpcval.errors import EnvironmentFault
+from hpcval.errors import EnvironmentFault, InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     doc.add_argument("--env", required=True, metavar="E", help="environment name or directory")
     doc.set_defaults(func=_doctor)
 
+    ver = ssub.add_parser(
+        "proxy-version", help="check that each proxy's VERSION still names its sources",
+        description="hpcval's proxies (proxies/cfdio) are built by version: "
+        "proxies/<name>/VERSION, and SHA256SUMS holds the sha256 of every file the build "
+        "uses (Makefile, *.c, *.h). Exit 2, naming the files, when one changed, appeared or "
+        "went since the sums were written for that VERSION: bump VERSION, then --update.")
+    ver.add_argument("--update", action="store_true",
+                     help="write SHA256SUMS for the current VERSION (refused while VERSION "
+                     "is the one the old sums were written for)")
+    ver.set_defaults(func=_proxy_version)
+
 
 def _externals(args: argparse.Namespace) -> int:
     for path in spack.write_venv_externals(args.prefix):
@@ -60,6 +71,22 @@ def _lock(args: argparse.Namespace) -> int:
         done = spack.lock_environment(env_dir)
         print(f"{env_dir / 'spack.lock'}: {done['roots']} roots, {done['specs']} specs, "
               f"target={done['target']}, {done['seconds']:.0f} s", flush=True)
+    return 0
+
+
+def _proxy_version(args: argparse.Namespace) -> int:
+    for name in spack.VERSIONED_PROXIES:
+        if args.update:
+            version, written = spack.update_proxy_sums(name)
+            sums = spack.proxy_dir(name) / "SHA256SUMS"
+            print(f"proxies/{name}: VERSION {version}, "
+                  f"{'wrote ' + str(sums) if written else 'sums up to date'}")
+            continue
+        problem = spack.proxy_version_problem(name)
+        if problem:
+            raise InputError(problem)
+        print(f"proxies/{name}: VERSION {(spack.proxy_dir(name) / 'VERSION').read_text().strip()}"
+              ", sources as summed")
     return 0
 
 
