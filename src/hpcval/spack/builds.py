@@ -15,8 +15,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from hpcval.paths import project_root
-
 #: Why Spack-backed tests and environments are absent on a machine without Spack.
 NOT_FOUND = "spack not found: set SPACK_ROOT or put spack on PATH"
 
@@ -28,11 +26,6 @@ def find_spack() -> Path | None:
         return Path(root) / "bin" / "spack"
     found = shutil.which("spack")
     return Path(found) if found else None
-
-
-def environment_dir(system: str) -> Path:
-    """``environments/<system>`` of this project."""
-    return project_root() / "environments" / system
 
 
 def run_spack(args: list[str], env_dir: str | Path | None = None,
