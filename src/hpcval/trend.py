@@ -9,7 +9,6 @@ that one noisy run cannot show is still found.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -88,16 +87,3 @@ def plot(s: Series, bands: list[tuple[float | None, float | None, str, str]] = (
         s.case_key, f"{s.variable} [{s.unit}]", [list(p.samples) for p in s.points],
         s.medians, [(cp.index, pct(cp.change)) for cp in s.change_points],
         [i for i, p in enumerate(s.points) if not p.accepted], bands, compact) or ""
-
-
-def html_section(series: list[Series], title: str = "Trends") -> str:
-    esc = html.escape
-    parts = [f"<h2>{esc(title)}</h2><p>Each figure over the site's stored runs: grey dots are "
-             "samples, the line joins run medians, red lines mark change points "
-             "(docs/judging.md).</p><div class='plots'>"]
-    for s in series:
-        parts.append(f"<figure>{plot(s)}"
-                     f"<figcaption>{esc(s.case_key)} {esc(s.variable)}</figcaption></figure>")
-    parts.append("</div>")
-    return "".join(parts)
-

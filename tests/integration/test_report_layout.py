@@ -92,27 +92,6 @@ def test_report_fits_a_1400_pixel_window(tmp_path: Path) -> None:
     assert shot.is_file() and shot.stat().st_size > 0
 
 
-def test_history_of_moved_figures_fits_a_1400_pixel_window(tmp_path: Path) -> None:
-    """The report's section on figures that moved (one history plot each, as a
-    validation writes it) stays inside the window, however many figures moved."""
-    import random
-
-    from hpcval import trend
-    from hpcval.store import HistoryPoint
-
-    rng = random.Random(5)
-    points = [HistoryPoint(f"r{i}", i, True, f"imb_check %p={'y' * 80}@local:default+impi",
-                           f"bw_{k}MiB", "MB/s", "higher", 1.0,
-                           [900.0 * (0.8 if i > 12 else 1) * rng.lognormvariate(0, 0.05)
-                            for _ in range(5)], "pass")
-              for k in range(1, 7) for i in range(20)]
-    section = trend.html_section(trend.build(points), "History of the figures that moved")
-    html = write_html(load_run_report(_report(tmp_path)), tmp_path / "report.html", [section])
-    assert html.read_text().count("<svg") == 9 + 6
-    width = _page_width(html)
-    assert width <= WIDTH, f"the page is {width} px wide"
-
-
 #: Widths a person reads the pages at: a desktop window, a phone.
 DESKTOP, PHONE = (1400, 900), (390, 844)
 

@@ -164,7 +164,7 @@ def test_history_plots_are_inline_svg_with_change_points_and_rejected_runs():
                                    sorted(samples)[2], samples, "pass"))
     (series,) = trend.build(points)
     assert [cp.index for cp in series.change_points] == [16]
-    section = trend.html_section([series], "History")
+    section = trend.plot(series)
     assert section.count("<svg") == 1 and "<img" not in section
     assert section.count("<circle") == 24 * 5 + 24  # samples and medians
     assert "stroke='#d62728' stroke-width='1.5'" in section  # the change point

@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -759,11 +759,3 @@ def summarize(verdicts: Mapping[str, FigureVerdict]) -> dict[str, int]:
     for v in verdicts.values():
         counts[v.outcome] += 1
     return counts
-
-
-def with_outcome(verdict: FigureVerdict, outcome: str, note: str) -> FigureVerdict:
-    """A copy of ``verdict`` with another outcome (e.g. a sustained change flagged)."""
-    if outcome not in OUTCOMES:
-        raise ValueError(outcome)
-    return replace(verdict, outcome=outcome, note=note)
-
