@@ -112,7 +112,8 @@ def skip_reason(case: CaseResult) -> str:
 
 def load_run_report(path: str | Path) -> RunReport:
     """Read a ReFrame JSON run report (the last run of each test case counts,
-    so retries replace failures)."""
+    so retries replace failures). A fixture that passed (e.g. the build of a
+    program the cases share) is left out; one that failed is a failed case."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -130,6 +131,8 @@ def load_run_report(path: str | Path) -> RunReport:
     try:
         for run in runs:
             for tc in run.get("testcases", []):
+                if tc.get("fixture") and tc.get("result") == "pass":
+                    continue  # what a case needed (a build), not a case: only its failure counts
                 key = f"{tc.get('unique_name')}@{tc.get('system')}:{tc.get('partition')}+" \
                       f"{tc.get('environ')}"
                 latest[key] = tc
@@ -155,10 +158,20 @@ def _case(tc: dict[str, Any]) -> CaseResult:
         environ=tc.get("environ", "?"),
         result=tc.get("result", "?"),
         fail_phase=tc.get("fail_phase"),
-        fail_reason=tc.get("fail_reason"),
+        fail_reason=tc.get("fail_reason") or _deps_reason(tc),
         mpi_stack=str(tc.get("mpi_stack", "")),
         perf=perf,
         outputdir=tc.get("outputdir"),
         stagedir=tc.get("stagedir"),
         raw=tc,
     )
+
+
+def _deps_reason(tc: dict[str, Any]) -> str | None:
+    """Why ReFrame did not run a case whose fixtures (e.g. its program's build)
+    failed: it gives no reason of its own."""
+    if tc.get("result") != "fail_deps":
+        return None
+    deps = ", ".join(f"{d[0]} ({d[2]})" for d in tc.get("dependencies_actual") or [] if d)
+    return f"not run: what it needs failed first ({deps or 'a fixture'}; see its log)"
+

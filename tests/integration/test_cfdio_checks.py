@@ -29,9 +29,14 @@ CHECKS = ["-p", "impi", "-n", "cfdio_output_cost_check%strategy=mpiio%ranks=1$",
           "-n", "cfdio_stencil_check"]
 
 
-def _cases(root: Path) -> list[dict]:
+def _testcases(root: Path) -> list[dict]:
     reports = sorted((root / "var" / "local" / "reports").glob("run-report-*.json"))
     return json.loads(reports[-1].read_text())["runs"][0]["testcases"]
+
+
+def _cases(root: Path) -> list[dict]:
+    """The cases of the last run, without the fixtures they needed."""
+    return [tc for tc in _testcases(root) if not tc.get("fixture")]
 
 
 def _with_shared_fs(root: Path, shared: Path) -> None:
@@ -50,6 +55,12 @@ def test_cfdio_checks_pass_against_shipped_references(checkout: Path,
     cases = _cases(checkout)
     assert len(cases) == 5, [c["display_name"] for c in cases]
     assert all(c["result"] == "pass" for c in cases)
+    # the proxy is built once for the environment, not once per case
+    builds = [tc for tc in _testcases(checkout) if tc.get("fixture")]
+    assert [b["name"] for b in builds] == ["CfdioBuild ~local:default+impi"], builds
+    assert builds[0]["result"] == "pass"
+    assert all(c["executable"] == f"{builds[0]['stagedir']}/cfdio" for c in cases), \
+        [c["executable"] for c in cases]
     figures = {c["display_name"]: {p[0]: p[1] for p in c["perfvalues"].values()}
                for c in cases}
     (read2,) = [v for k, v in figures.items() if "readers=2" in k]

@@ -84,6 +84,23 @@ def test_retried_case_counts_once_with_its_last_result(tmp_path):
     assert [c.result for c in report.cases] == ["pass"] and not report.failures
 
 
+def test_a_build_fixture_is_a_case_only_when_it_failed(tmp_path):
+    build = "CfdioBuild ~local:default+impi"
+    ok = load_run_report(run_report(tmp_path, [
+        case(build, "pass", fixture=True), case("cfdio_triad_check", "pass")]))
+    assert [c.display_name for c in ok.cases] == ["cfdio_triad_check"]
+    broken = load_run_report(run_report(tmp_path, [
+        case(build, "fail", fixture=True, fail_phase="compile_wait",
+             fail_reason="build error: build job failed with exit code: 2"),
+        case("cfdio_triad_check", "fail_deps", fail_phase=None, fail_reason=None,
+             dependencies_actual=[["CfdioBuild_63aa0af6", "local:default", "impi"]])]))
+    assert [c.display_name for c in broken.failures] == [build, "cfdio_triad_check"]
+    text = verdict_table(broken)
+    assert "compile_wait: build error" in text
+    assert ("cfdio_triad_check (default+impi): not run: what it needs failed first "
+            "(CfdioBuild_63aa0af6 (impi); see its log)") in text
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "run report not found"),
     ("{not json", "not a readable ReFrame run report"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_after, run_before, sanity_function, variable
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from hpcval import physics, sizing
@@ -22,7 +22,7 @@ from hpcval.figures import Figure
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
 from hpcval.paths import project_root
 from hpcval.rfm.base import HpcvalTest
-from hpcval.rfm.programs import environ_path_dirs, locate_program
+from hpcval.rfm.programs import environ_path_dirs, locate_program, spack_prefix
 from hpcval.rfm.sizing import SizedTest
 from hpcval.series import median
 
@@ -41,42 +41,64 @@ def result_figure(name: str, unit: str, key: str, better: str | None = None) -> 
     return Figure(name, unit, column=key, better=better)
 
 
-class CfdioBase(SizedTest, HpcvalTest, rfm.RegressionTest):
-    """Runs the environment's Spack-built ``hpcval-cfdio`` where it offers one
-    (``extras.spack``), else a ``cfdio`` on the environment's PATH, else builds
-    proxies/cfdio with ``make MPICC=<environment cc>``. Problem sizes come
-    from :mod:`hpcval.sizing` (one hook per base test); figures that physics
-    rules out fail (:mod:`hpcval.physics`)."""
+class CfdioBuild(rfm.CompileOnlyRegressionTest):
+    """The cfdio program of one programming environment, made once for every
+    cfdio case that runs with it (a ReFrame fixture of environment scope): the
+    environment's Spack-built ``hpcval-cfdio`` where it offers one
+    (``extras.spack``), else a ``cfdio`` on the environment's PATH, else
+    proxies/cfdio built with ``make MPICC=<environment cc>``. One build per
+    environment instead of one per case: fewer compilations beside the
+    benchmarks that measure the node."""
 
+    valid_systems = ["*"]
     valid_prog_environs = ["+mpi"]
-    time_limit = "5m"
     build_locally = True
-    spack_package = "hpcval-cfdio"
+
+    #: Path of the program the cases run (set in setup).
+    program = variable(str, value="")
 
     @run_after("setup")
     def set_source(self) -> None:
         env = self.current_environ
-        built, _ = locate_program("cfdio", spack_prefix=self.spack_prefix(),
+        built, _ = locate_program("cfdio", spack_prefix=spack_prefix(self, "hpcval-cfdio"),
                                   environ=env.name, environ_dirs=environ_path_dirs(env.env_vars))
         if built:
             self.sourcesdir = None
             self.build_system = "CustomBuild"
             self.build_system.commands = ["true"]
-            self.cfdio = built
+            self.program = built
         else:
             self.sourcesdir = str(project_root() / "proxies" / "cfdio")
             self.build_system = "Make"
             self.build_system.flags_from_environ = False
             # a binary copied along with the sources may be from another MPI
             self.prebuild_cmds = [_IMPI_ROOT, "rm -f cfdio"]
-            self.cfdio = "./cfdio"
-        self.executable = self.cfdio
-
-    @run_before("compile")
-    def set_compiler(self) -> None:
-        if self.build_system.__class__.__name__ == "Make":
             # the environment's MPI compiler wrapper (e.g. mpicc.openmpi)
-            self.build_system.options = [f"MPICC={self.current_environ.cc or 'mpicc'}"]
+            self.build_system.options = [f"MPICC={env.cc or 'mpicc'}"]
+            self.program = str(Path(self.stagedir) / "cfdio")
+
+    @sanity_function
+    def program_there(self) -> object:
+        return sn.assert_true(Path(self.program).is_file(),
+                              msg=f"no cfdio program at {self.program} after the build")
+
+
+class CfdioBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
+    """Runs hpcval's cfdio proxy, made once per environment by the
+    :class:`CfdioBuild` fixture. Problem sizes come from :mod:`hpcval.sizing`
+    (one hook per base test); figures that physics rules out fail
+    (:mod:`hpcval.physics`)."""
+
+    valid_prog_environs = ["+mpi"]
+    time_limit = "5m"
+    spack_package = "hpcval-cfdio"
+    cfdio_build = fixture(CfdioBuild, scope="environment")
+
+    @run_after("setup")
+    def set_source(self) -> None:
+        self.sourcesdir = None
+        self.cfdio = self.cfdio_build.program
+        self.executable = self.cfdio
 
     @run_before("run", always_last=True)
     def repeat_runs(self) -> None:
