@@ -98,7 +98,7 @@ def _site_files_stamp(site: Site) -> str:
     the versions of hpcval and ReFrame: equal stamps, equal verdict."""
     from importlib import metadata
 
-    from hpcval import audit, tuning, yamlio
+    from hpcval import audit, expectations, tuning, yamlio
     from hpcval import site as site_module
     from hpcval.judging import settings
 
@@ -113,7 +113,8 @@ def _site_files_stamp(site: Site) -> str:
             parts.append(f"{site_file} {hashlib.sha256(site_file.read_bytes()).hexdigest()}")
         except OSError:
             parts.append(f"{site_file} -")
-    files = [Path(m.__file__ or "") for m in (refs, audit, tuning, settings, yamlio, site_module)]
+    files = [Path(m.__file__ or "") for m in (refs, audit, expectations, tuning, settings, yamlio,
+                                                   site_module)]
     for directory in (site.checks_dir, Path(refs.__file__).resolve().parent / "rfm"):
         files += sorted(directory.rglob("*.py"))
     for file in files:
