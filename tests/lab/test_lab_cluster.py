@@ -5,7 +5,10 @@ Needs root, slurm-wlm, munge and iproute2; skips with the reason otherwise.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -122,4 +125,38 @@ def test_down_after_a_crash_without_state_file() -> None:
     cluster.up(2, log=lambda *_: None)
     (default_state_dir() / "state.json").unlink()
     cluster.down(log=lambda *_: None)
+    assert _leftovers() == []
+
+
+def test_up_clears_a_lab_whose_daemons_were_killed() -> None:
+    """A lab left recorded by a killed session (state file and namespaces there,
+    no daemon running: what a machine copied mid-run shows) does not block the
+    next one: up takes what is left down and comes up; a running lab still blocks."""
+    reason = lab_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster.up(2, log=lambda *_: None)
+    try:
+        state = LabState.load(default_state_dir() / "state.json")
+        assert state is not None and not cluster.abandoned(state)
+        pids = [int(d["pid"]) for d in state.daemons.values()]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cluster.abandoned(state)
+        assert any(cluster._lab_netns(n) for n in existing_netns())
+        assert lab_missing_reason() is None  # the lab tests run after such a session
+        lines: list[str] = []
+        cluster.up(2, log=lines.append)
+        assert any("none of its daemons running" in ln for ln in lines), lines
+        again = LabState.load(default_state_dir() / "state.json")
+        assert again is not None and again.ready and not cluster.abandoned(again)
+        assert _run("sinfo", "-h", "-N", "-o", "%N %T").stdout.split("\n")[:2] == [
+            "lab-n1 idle", "lab-n2 idle"]
+        with pytest.raises(LabError, match="already recorded"):
+            cluster.up(2, log=lambda *_: None)
+    finally:
+        cluster.down(log=lambda *_: None)
     assert _leftovers() == []

@@ -60,6 +60,12 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
     layout = LabLayout(nodes_count=nodes, state_dir=state_dir, service=service,
                        file_server_enabled=with_fs)
     existing = LabState.load(layout.state_file)
+    if existing is not None and abandoned(existing):
+        log(f"lab: the lab recorded in {layout.state_file} has none of its daemons running "
+            "(left by a run that was killed, or a copy of a machine); taking what is left "
+            "of it down first")
+        down(state_dir=state_dir, log=log)
+        existing = None
     if existing is not None:
         raise LabError(
             f"a lab is already recorded in {layout.state_file} ({existing.nodes} nodes); "
@@ -114,6 +120,15 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
         down(state_dir=state_dir, log=log)
         raise
     return layout
+
+
+def abandoned(state: LabState) -> bool:
+    """A recorded lab none of whose daemons runs any more: what a killed
+    session leaves behind. One still coming up has recorded no daemon yet, or
+    its first one runs, so it is never taken for abandoned."""
+    return bool(state.daemons) and not any(
+        pid_alive(int(info["pid"])) and pid_executable(int(info["pid"])) == str(info["exe"])
+        for info in state.daemons.values())
 
 
 def _record(state: LabState, layout: LabLayout, key: str, exe: str, pid: int) -> None:
