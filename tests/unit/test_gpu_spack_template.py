@@ -38,6 +38,9 @@ def test_copied_to_environments_it_reads_like_the_others(tmp_path: Path) -> None
     assert {s.split()[0].split("@")[0] for s in gpu} == {
         "babelstream", "nccl-tests", "osu-micro-benchmarks", "hpcval-gpubench"}
     assert all("+cuda" in s for s in gpu)
+    # hpcval's own proxy by its version (proxies/gpubench/VERSION), not a branch that
+    # every commit moves
+    assert not any("hpcval-gpubench@" in s for s in gpu)
     # the hpcval repository it names holds the gpubench package
     repo = (env_dir / manifest["repos"]["hpcval"]).resolve()
     assert repo == (tmp_path / "spack-repo" / "spack_repo" / "hpcval").resolve()

@@ -18,11 +18,13 @@ UPDATE = "`hpcval spack proxy-version --update`"
 
 
 def _copy(tmp_path: Path) -> Path:
-    """A checkout in tmp_path holding proxies/cfdio (and what marks a checkout)."""
+    """A checkout in tmp_path holding hpcval's versioned proxies (and what marks a
+    checkout)."""
     for name in ("site-configs", "reframe-checks"):
         (tmp_path / name).mkdir()
-    shutil.copytree(ROOT / "proxies" / "cfdio", tmp_path / "proxies" / "cfdio",
-                    ignore=shutil.ignore_patterns("cfdio", "build-*"))
+    for name in spack.VERSIONED_PROXIES:
+        shutil.copytree(ROOT / "proxies" / name, tmp_path / "proxies" / name,
+                        ignore=shutil.ignore_patterns(name, "build-*"))
     return tmp_path
 
 
@@ -41,12 +43,13 @@ def test_every_committed_lock_holds_the_proxy_at_its_version() -> None:
             assert spack.lock_proxy_versions(spack.read_lock(env_dir), ROOT) == [], name
 
 
-def test_the_sums_are_sha256sum_files_of_the_build_files_only() -> None:
-    directory = ROOT / "proxies" / "cfdio"
+@pytest.mark.parametrize(("name", "source"), [("cfdio", "cfdio.c"), ("gpubench", "gpubench.cu")])
+def test_the_sums_are_sha256sum_files_of_the_build_files_only(name: str, source: str) -> None:
+    directory = ROOT / "proxies" / name
     version, sums = spack.read_proxy_sums(directory)
     assert version == (directory / "VERSION").read_text().strip()
     assert sorted(sums) == spack.proxy_build_files(directory)
-    assert {"Makefile", "cfdio.c"} <= set(sums) and "README.md" not in sums
+    assert {"Makefile", source} <= set(sums) and "README.md" not in sums
     if shutil.which("sha256sum"):
         subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=directory, check=True)
 

@@ -47,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     ver = ssub.add_parser(
         "proxy-version", help="check that each proxy's VERSION still names its sources",
-        description="hpcval's proxies (proxies/cfdio) are built by version: "
+        description="hpcval's proxies (proxies/cfdio, proxies/gpubench) are built by version: "
         "proxies/<name>/VERSION, and SHA256SUMS holds the sha256 of every file the build "
-        "uses (Makefile, *.c, *.h). Exit 2, naming the files, when one changed, appeared or "
+        "uses (Makefile, *.c, *.h, *.cu). Exit 2, naming the files, when one changed, appeared or "
         "went since the sums were written for that VERSION: bump VERSION, then --update.")
     ver.add_argument("--update", action="store_true",
                      help="write SHA256SUMS for the current VERSION (refused while VERSION "

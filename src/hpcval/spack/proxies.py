@@ -14,12 +14,12 @@ from hpcval.paths import project_root
 #: The proxies under ``proxies/`` that Spack builds by version: each has ``VERSION`` and
 #: ``SHA256SUMS`` (the sha256 of every file its build uses), and its package
 #: ``hpcval-<name>`` declares that one version.
-VERSIONED_PROXIES = ("cfdio",)
+VERSIONED_PROXIES = ("cfdio", "gpubench")
 
 
 #: The files of a proxy its build uses (patterns in ``proxies/<name>/``): what SHA256SUMS
 #: lists and what the package copies into its stage. Not the README nor the scripts.
-PROXY_BUILD_FILES = ("Makefile", "*.c", "*.h")
+PROXY_BUILD_FILES = ("Makefile", "*.c", "*.h", "*.cu")
 
 
 #: A proxy version: numbers and dots (``1.0.0``), what Spack orders as a version.
