@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from hpcval import site as site_module
-from hpcval.errors import InputError, SiteError
+from hpcval.errors import HpcvalError, InputError, SiteError
 from hpcval.judging.settings import JudgingSettings
 from hpcval.site import Site
 
@@ -107,6 +108,7 @@ def test_the_references_variable_is_gone():
 
 
 SITE_CONFIG = '''
+import json
 from pathlib import Path
 
 from hpcval.rfm.site import common_sections, partition_extras, run_directories
@@ -267,6 +269,32 @@ def test_vetting_resolves_indexed_references_per_environment(tmp_path):
         "shm_pingpong_bw_1MiB"][0] == 50.0
     # an environment with no reference, a parameter vetting does not know: no bound
     assert _vet_site(site.dir, "c", "p", "mpich").references() == {}
+
+
+def test_vetting_sizes_the_triad_beyond_the_nodes_caches(tmp_path, monkeypatch):
+    """The per-node triad is sized from the partition's processor as the site config
+    states it (here the 16-core Xeon with 300 MiB of L3): the old fixed 96 MB
+    (4,000,000 doubles a array) would have sat in that L3 and compared caches."""
+    from hpcval.vet import measure, sitecfg
+
+    monkeypatch.setenv("HPCVAL_ROOT", str(tmp_path))
+    monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
+    processor = json.loads((ROOT / "tests" / "data" / "topology"
+                            / "vm-16core-xeon-300mib-l3.json").read_text())
+    site = _site(tmp_path, "big")
+    site.config.write_text(SITE_CONFIG.replace(
+        '"scheduler": "local", "launcher": "local"',
+        f'"scheduler": "squeue", "launcher": "srun", "processor": {processor!r}').replace(
+        'provenance={"fabric": "1g"}', 'provenance={"fabric": "1g"}, mem_per_node="125GiB"'))
+    found = sitecfg.load("big", environ="builtin")
+    assert found.node.llc_bytes == 300 * 2**20 and found.node.mem_bytes == 125 * 2**30
+    size = measure.triad_size(found, measure.Settings())
+    assert 8 * size.params["triad_n"] >= 4 * 300 * 2**20  # each array >= 4x the L3
+    assert "300 MiB last-level cache" in size.reason
+    assert measure.triad_size(found, measure.Settings(triad_n=1000)).params["triad_n"] == 1000
+    site.config.write_text(site.config.read_text().replace('"125GiB"', '"lots"'))
+    with pytest.raises(HpcvalError, match=r"big/config.py: partition 'p' extras mem_per_node"):
+        sitecfg.load("big", environ="builtin")
 
 
 def test_vetting_loads_the_site_config_through_reframe(tmp_path, monkeypatch):

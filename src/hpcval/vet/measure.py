@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcval import sizing
 from hpcval.errors import EnvironmentFault, ParseError
 from hpcval.parsers.cfdio import parse_cfdio
 from hpcval.parsers.imb import parse_imb
@@ -29,7 +30,9 @@ class Settings:
     samples: int = 5
     #: PingPong iterations per sample (1 MiB; a sample takes 2 x iter x size / rate)
     iterations: int = 4
-    triad_n: int = 4_000_000
+    #: doubles per triad array; ``None``: sized for the partition's nodes
+    #: (:func:`triad_size`)
+    triad_n: int | None = None
     step_timeout: float = 120.0
 
 
@@ -40,6 +43,20 @@ class NodeSamples:
     figures: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     audit: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    #: measurement -> the size it ran at and why (:mod:`hpcval.sizing`)
+    sizes: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def triad_size(site: VetSite, settings: Settings) -> sizing.Size:
+    """The per-node triad's size: one rank whose three arrays are each at least
+    4x the node's last-level cache (:func:`hpcval.sizing.triad`, budget quick), so
+    the triad of every node reads its memory, not its caches; ``triad_n`` in the
+    settings overrides it."""
+    if settings.triad_n is not None:
+        n = settings.triad_n
+        return sizing.Size({"triad_n": n, "reps": 3}, f"{n:,} doubles per array, best of 3",
+                           "set by the caller", "quick", 0, 24 * n)
+    return sizing.triad(site.node, 1, "quick")
 
 
 def cfdio_binary(site: VetSite, build_dir: Path) -> str:
@@ -132,7 +149,11 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
     cfdio = cfdio_binary(site, site.var / "vet" / "bin")
     triad: dict[str, list[float]] = {n: [] for n in nodes}
     t0 = time.monotonic()
-    cmd = [cfdio, "--mode", "triad", "--triad-n", str(settings.triad_n), "--reps", "3"]
+    size = triad_size(site, settings)
+    out.sizes["triad_bw"] = {"size": size.summary, "reason": size.reason}
+    progress(f"triad size: {size.summary} ({size.reason})")
+    cmd = [cfdio, "--mode", "triad", "--triad-n", str(size.params["triad_n"]),
+           "--reps", str(size.params["reps"])]
     for i in range(settings.samples):
         res = run_steps({n: alloc.step([n], 1, cmd, mpi) for n in nodes}, site.env,
                         settings.step_timeout)

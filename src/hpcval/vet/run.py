@@ -127,6 +127,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
                                        "judging": asdict(opts.judging),
                                        "max_rounds": opts.max_rounds},
         "node_samples": node_samples.figures, "audit": node_samples.audit,
+        "sizes": node_samples.sizes,
         "gpu_samples": gpu_samples,
         "pair_samples": {f"{a}|{b}": s for (a, b), s in camp.samples.items()},
         "pair_first_samples": {f"{a}|{b}": s for (a, b), s in camp.first.items()},

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcval import sizing, topology
 from hpcval.errors import ReferencesError, SiteError
 from hpcval.references import resolve
 from hpcval.site import Site
@@ -47,6 +48,9 @@ class VetSite:
     cc: str = "mpicc"
     #: the partition has the ``gpu`` feature: vetting measures its GPUs too
     gpus: bool = False
+    #: one node of the partition as the site config describes it (``processor``,
+    #: ``extras.mem_per_node``): what the per-node problem sizes come from
+    node: sizing.Node = field(default_factory=lambda: sizing.Node(None, None, None))
 
     @property
     def host_expectations(self) -> Path | None:
@@ -134,8 +138,12 @@ def load(site: str, partition: str | None = None, environ: str = "impi") -> VetS
                         f"'{environ}' (vetting runs IMB and the triad proxy with Intel MPI; "
                         "install it with 'make setup' or name another with --environ)")
     env = envs[environ]
+    mem = (part.get("extras") or {}).get(sizing.MEMORY_EXTRA)
+    where = f"{sdir / 'config.py'}: partition '{part['name']}' extras {sizing.MEMORY_EXTRA}"
+    node = sizing.Node.of(topology.of_processor(part.get("processor")),
+                          sizing.parse_bytes(mem, where) if mem is not None else None)
     return VetSite(
         name=site, dir=sdir, var=found.var, system=system["name"],
         partition=part["name"], slurm_partition=slurm_name(part), env_name=environ,
         env=expand_env(env.get("env_vars", []), dict(os.environ)), cc=env.get("cc") or "mpicc",
-        gpus="gpu" in part.get("features", []))
+        gpus="gpu" in part.get("features", []), node=node)
