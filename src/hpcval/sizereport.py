@@ -87,21 +87,6 @@ def _cell(row: CostRow, strategy: str) -> str:
                                            and strategy != "none" else "")
 
 
-def output_cost_markdown(cases: list[Any]) -> str:
-    """The table as Markdown (docs/performance.md)."""
-    rows = output_cost_rows(cases)
-    if not rows:
-        return ""
-    head = ("| partition+environment | ranks | noise (none) [s] | "
-            + " | ".join(f"{label} [s] (share)" for _, label in STRATEGIES)
-            + " | MPI-IO : rank-0 POSIX : per-rank-then-gather |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for r in rows:
-        lines.append(f"| {r.where} | {r.ranks} | {_cell(r, 'none')} | "
-                     + " | ".join(_cell(r, s) for s, _ in STRATEGIES) + f" | {r.ratios()} |")
-    return "\n".join(lines)
-
-
 def sizes_html(cases: list[Any]) -> list[str]:
     """HTML sections: the output-cost table (where the run has one) and the
     size of every sized case with its reason."""

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.ior import find_ior
+from hpcval.rfm.ior import IOR_DIR_VAR
+from hpcval.rfm.programs import locate_program
 from hpcval.rfm.site import intel_mpi_from_pypi
 
 from .conftest import run_hpcval
@@ -31,7 +32,7 @@ def validate(root: Path, env: dict[str, str], *args: str) -> subprocess.Complete
 
 
 def need_ior() -> None:
-    if find_ior("impi")[0] is None:
+    if locate_program("ior", dirs_var=IOR_DIR_VAR, environ="impi")[0] is None:
         pytest.skip("no IOR build: set HPCVAL_IOR_DIR to an IOR built with Intel MPI's "
                     "mpicc (or put ior on PATH) to run the IOR check for real")
 

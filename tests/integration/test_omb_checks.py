@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.omb import find_omb_program
+from hpcval.rfm.omb import OMB_DIR_VAR
+from hpcval.rfm.programs import locate_program
 from hpcval.rfm.site import intel_mpi_from_pypi
 
 from .conftest import run_hpcval
@@ -43,7 +44,7 @@ def test_skipped_with_reason_without_omb(checkout: Path, tmp_path: Path) -> None
 
 
 def test_runs_for_real_with_omb(checkout: Path) -> None:
-    if find_omb_program("osu_latency", "impi")[0] is None:
+    if locate_program("osu_latency", dirs_var=OMB_DIR_VAR, environ="impi")[0] is None:
         pytest.skip("no OSU Micro-Benchmarks build: set HPCVAL_OMB_DIR to one built with "
                     "Intel MPI's mpicc to run the OMB checks for real")
     proc = validate(checkout, dict(os.environ), "-n", "osu_latency_check", "-p", "impi",

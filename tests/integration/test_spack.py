@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from spack_locks import root_mpi_pairs
 
 from hpcval import spack
 from hpcval.paths import project_root
@@ -95,7 +96,7 @@ def test_environment_concretizes_for_its_target_without_writing(system: str,
     assert versions["intel-mpi-benchmarks"] == "2021.7"  # the common pin holds
     manifest = (env_dir / "spack.yaml").read_text()
     mpis = next(line for line in manifest.splitlines() if "- mpis:" in line)
-    pairs = spack.root_mpi_pairs(lock)
+    pairs = root_mpi_pairs(lock)
     for mpi in mpis.split("[", 1)[1].rstrip("]").split(","):
         for bench in ("intel-mpi-benchmarks", "osu-micro-benchmarks", "hpcval-cfdio"):
             assert (bench, mpi.strip().split("@")[0]) in pairs, f"no {bench} ^{mpi.strip()}"

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.ior import find_ior
-from hpcval.rfm.programs import environ_path_dirs
+from hpcval.rfm.ior import IOR_DIR_VAR
+from hpcval.rfm.programs import environ_path_dirs, locate_program
+
+
+def find_ior(environ: str | None, environ_dirs: list[str] | None = None) -> tuple[str | None, str]:
+    """IOR as the IOR check looks for it (``find_program("ior", IOR_DIR_VAR)``)."""
+    return locate_program("ior", dirs_var=IOR_DIR_VAR, environ=environ,
+                          environ_dirs=environ_dirs)
 
 
 def fake_ior(directory: Path) -> Path:

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.rfm.omb import find_omb_program
+from hpcval.rfm.omb import OMB_DIR_VAR
+from hpcval.rfm.programs import locate_program
+
+
+def find_omb_program(name: str, environ: str,
+                     spack_prefix: str | None = None) -> tuple[str | None, str]:
+    """An OMB program as the OMB checks look for it (``find_program(program, OMB_DIR_VAR)``
+    after the environment's Spack build)."""
+    return locate_program(name, spack_prefix=spack_prefix, dirs_var=OMB_DIR_VAR,
+                          environ=environ)
 
 
 def _program(path: Path) -> Path:

@@ -4,7 +4,7 @@ from a run report's cases."""
 from __future__ import annotations
 
 from hpcval.report import CaseResult, PerfValue
-from hpcval.sizereport import case_sizes, output_cost_markdown, output_cost_rows, sizes_html
+from hpcval.sizereport import case_sizes, output_cost_rows, sizes_html
 
 
 def _case(strategy: str, ranks: int, cost: float, share: float,
@@ -43,11 +43,7 @@ def test_ratios_need_every_strategy_and_a_positive_mpiio_cost() -> None:
     assert output_cost_rows(cases)[0].ratios() == "-"
 
 
-def test_markdown_and_html_show_costs_shares_and_sizes() -> None:
-    md = output_cost_markdown(_cases())
-    assert md.splitlines()[0].startswith("| partition+environment | ranks | noise (none) [s]")
-    assert "| default+impi | 1 | 0.01 | 2 (20 %) | 3 (30 %) | 9 (90 %) | 1.00 : 1.50 : 4.50 |" \
-        in md
+def test_html_shows_costs_shares_and_sizes() -> None:
     page = "".join(sizes_html(_cases()))
     assert "Output cost per strategy and ranks" in page and "1.00 : 2.20 : 5.00" in page
     assert "Problem sizes" in page and "3 outputs of 768 MiB" in page and "fsync&#x27;d" in page
@@ -57,4 +53,4 @@ def test_cases_without_a_size_are_left_out() -> None:
     plain = CaseResult("imb_pingpong_check", "imb_pingpong_check", "local", "default", "impi",
                        "pass", None, None, "impi", [], None, None, {})
     assert [c for c, _, _ in case_sizes([plain, *_cases()[:1]])] == _cases()[:1]
-    assert output_cost_markdown([plain]) == "" and sizes_html([plain]) == []
+    assert sizes_html([plain]) == []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from spack_locks import root_mpi_pairs
 
 from hpcval import spack
 from hpcval.paths import project_root
@@ -82,7 +83,7 @@ def test_lock_names_the_target_and_every_mpi_benchmark_pair(name: str) -> None:
     assert spack.wrong_targets(lock, TARGETS[name]) == []
     manifest = yaml.safe_load((env_dir / "spack.yaml").read_text())["spack"]
     mpis = next(d["mpis"] for d in manifest["definitions"] if "mpis" in d)
-    pairs = spack.root_mpi_pairs(lock)
+    pairs = root_mpi_pairs(lock)
     for mpi in mpis:
         for bench in MPI_BENCHMARKS:
             assert (bench, mpi.split("@")[0]) in pairs, f"{name}: no {bench} ^{mpi} in the lock"

@@ -42,7 +42,6 @@ from hpcval.figures import Figure
 from hpcval.parsers.ior import IorResult, ior_errors, parse_ior_json
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.launch import SHARED_FS_EXTRA
-from hpcval.rfm.programs import locate_program
 from hpcval.rfm.sizing import SizedTest
 from hpcval.series import MIN_SAMPLES, median
 
@@ -52,13 +51,6 @@ OUTPUT_DIR_EXTRA = SHARED_FS_EXTRA
 SUMMARY_FILE = "ior-summary.json"
 TEST_FILE = "ior-testfile"
 LAYOUTS = {"file-per-process": ["-F"], "shared": []}
-
-
-def find_ior(environ: str | None = None, environ_dirs: list[str] | None = None,
-             name: str = "ior") -> tuple[str | None, str]:
-    """Path of IOR and where it was looked for."""
-    return locate_program(name, dirs_var=IOR_DIR_VAR, environ=environ,
-                          environ_dirs=environ_dirs)
 
 
 class IorBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):

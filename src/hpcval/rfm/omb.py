@@ -27,7 +27,6 @@ from reframe.core.exceptions import SanityError
 from hpcval.figures import Figure
 from hpcval.parsers.omb import OmbResult, check_complete, parse_omb
 from hpcval.rfm.base import HpcvalTest
-from hpcval.rfm.programs import locate_program
 
 OMB_DIR_VAR = "HPCVAL_OMB_DIR"
 
@@ -49,13 +48,6 @@ def column_unit(column: str) -> str | None:
 def figure(variable: str, column: str, size: int) -> Figure:
     """A judged OMB figure: ``column`` at message ``size`` bytes."""
     return Figure(variable, COLUMN_UNITS[column], column=column, x=size)
-
-
-def find_omb_program(name: str, environ: str | None = None,
-                     spack_prefix: str | None = None) -> tuple[str | None, str]:
-    """Path of OMB program ``name`` and where it was looked for."""
-    return locate_program(name, spack_prefix=spack_prefix, dirs_var=OMB_DIR_VAR,
-                          environ=environ)
 
 
 class OmbBase(HpcvalTest, rfm.RunOnlyRegressionTest):

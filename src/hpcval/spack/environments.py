@@ -176,17 +176,6 @@ def lock_roots(lock: dict[str, Any]) -> list[dict[str, Any]]:
     return [specs[r["hash"]] for r in lock["roots"]]
 
 
-def root_mpi_pairs(lock: dict[str, Any]) -> set[tuple[str, str]]:
-    """(root package, MPI package) for every root of a lock that links an MPI."""
-    specs = lock["concrete_specs"]
-    pairs = set()
-    for node in lock_roots(lock):
-        for dep in node.get("dependencies", []):
-            if "mpi" in dep.get("parameters", {}).get("virtuals", []):
-                pairs.add((node["name"], specs[dep["hash"]]["name"]))
-    return pairs
-
-
 def wrong_targets(lock: dict[str, Any], target: str) -> list[str]:
     """``name@version target=...`` of every node of a lock not built for *target*."""
     return sorted({f"{n['name']}@{n['version']} target={node_target(n)}"
