@@ -140,10 +140,6 @@ class LabLayout:
         return self.state_dir / "log"
 
     @property
-    def conf_dir(self) -> Path:
-        return self.state_dir / "etc"
-
-    @property
     def fs_dir(self) -> Path:
         """sshd configuration, keys and PID file of the file server."""
         return self.state_dir / "fileserver"
