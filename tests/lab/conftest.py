@@ -10,6 +10,7 @@ import pytest
 
 from hpcval.lab import cluster
 from hpcval.lab.layout import default_state_dir
+from hpcval.lab.state import LabState
 
 
 def lab_missing_reason() -> str | None:
@@ -23,7 +24,6 @@ def lab_missing_reason() -> str | None:
             return f"'{prog}' not installed (apt-get install {pkg})"
     if not os.path.exists("/usr/lib/x86_64-linux-gnu/libpmi2.so.0"):
         return "libpmi2 not installed (apt-get install libpmi2-0)"
-    from hpcval.lab.state import LabState
     recorded = LabState.load(default_state_dir() / "state.json")
     if recorded is not None and not cluster.abandoned(recorded):  # an abandoned one: up clears it
         return (f"a lab is already up ({default_state_dir()}); the tests bring up and take "

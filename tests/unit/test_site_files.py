@@ -108,7 +108,6 @@ def test_the_references_variable_is_gone():
 
 
 SITE_CONFIG = '''
-import json
 from pathlib import Path
 
 from hpcval.rfm.site import common_sections, partition_extras, run_directories

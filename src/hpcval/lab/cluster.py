@@ -126,9 +126,14 @@ def abandoned(state: LabState) -> bool:
     """A recorded lab none of whose daemons runs any more: what a killed
     session leaves behind. One still coming up has recorded no daemon yet, or
     its first one runs, so it is never taken for abandoned."""
-    return bool(state.daemons) and not any(
-        pid_alive(int(info["pid"])) and pid_executable(int(info["pid"])) == str(info["exe"])
-        for info in state.daemons.values())
+    return bool(state.daemons) and not any(_running(info) for info in state.daemons.values())
+
+
+def _running(daemon: dict) -> bool:
+    """A daemon recorded as ``{"pid", "exe"}`` still runs (its PID not taken by another
+    program)."""
+    pid = int(daemon["pid"])
+    return pid_alive(pid) and pid_executable(pid) == str(daemon["exe"])
 
 
 def _record(state: LabState, layout: LabLayout, key: str, exe: str, pid: int) -> None:
@@ -293,8 +298,8 @@ def status(state_dir: Path | None = None) -> LabStatus:
     result = LabStatus(up=state.ready, fabric=state.fabric,
                        node_fabric=dict(state.node_fabric), state_file=str(layout.state_file))
     for key, info in sorted(state.daemons.items()):
-        pid, exe = int(info["pid"]), str(info["exe"])
-        running = pid_alive(pid) and pid_executable(pid) == exe
+        pid = int(info["pid"])
+        running = _running(info)
         result.daemons[key] = f"pid {pid} {'running' if running else 'NOT RUNNING'}"
         if not running:
             result.problems.append(f"{key} (pid {pid}) is not running")
