@@ -57,12 +57,12 @@ class CfdioBuild(rfm.CompileOnlyRegressionTest):
 
     #: Path of the program the cases run (set in setup).
     program = variable(str, value="")
-    #: Compiler flags of the source build (proxies/cfdio's Makefile default):
-    #: portable, so a build on a login node runs on any compute node. Give the
-    #: CPU's own flags where the build runs on the nodes it measures
+    #: Compiler flags of the source build; unset: the Makefile's own (portable,
+    #: so a build on a login node runs on any compute node). Give the CPU's own
+    #: flags where the build runs on the nodes it measures
     #: (``-S CfdioBuild.cflags=-O3,-march=native,-std=c99``): the portable
     #: build's stencil can be compute-bound (docs/checks.md, cfdio).
-    cflags = variable(typ.List[str], value=["-O3", "-std=c99", "-Wall", "-Wextra"])
+    cflags = variable(typ.List[str], type(None), value=None)
 
     @run_after("setup")
     def set_source(self) -> None:
@@ -81,8 +81,9 @@ class CfdioBuild(rfm.CompileOnlyRegressionTest):
             # a binary copied along with the sources may be from another MPI
             self.prebuild_cmds = [_IMPI_ROOT, "rm -f cfdio"]
             # the environment's MPI compiler wrapper (e.g. mpicc.openmpi)
-            self.build_system.options = [f"MPICC={env.cc or 'mpicc'}",
-                                         shlex.quote("CFLAGS=" + " ".join(self.cflags))]
+            self.build_system.options = [f"MPICC={env.cc or 'mpicc'}"]
+            if self.cflags is not None:
+                self.build_system.options.append(shlex.quote("CFLAGS=" + " ".join(self.cflags)))
             self.program = str(Path(self.stagedir) / "cfdio")
 
     @sanity_function
