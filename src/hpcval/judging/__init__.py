@@ -8,6 +8,7 @@ ReFrame, no store). See docs/judging.md for the model and its measured rates.
     flagged = sustained_change(run_medians, "higher", settings, name="check/variable")
 """
 
+from hpcval.judging.change import Change, signed_pct
 from hpcval.judging.changes import (
     ChangePoint,
     change_points,
@@ -38,6 +39,8 @@ from hpcval.judging.verdict import (
 )
 
 __all__ = [
+    "Change",
+    "signed_pct",
     "OUTCOMES",
     "ChangePoint",
     "FigureData",
