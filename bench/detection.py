@@ -20,7 +20,7 @@ expected amount. The draw is stored with each run.
 (started inside the node namespaces by ``record``).
 
 ``python bench/detection_eval.py DATA.json`` prints the detection tables
-(docs/judging.md) by replaying the recorded runs through ``hpcval.judging``.
+(docs/judging.md) by replaying the recorded runs through ``hpcval.history.judging``.
 """
 
 from __future__ import annotations

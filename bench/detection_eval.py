@@ -1,6 +1,6 @@
 """Detection tables from recorded lab runs (``bench/detection.py evaluate``).
 
-Replays the recorded runs through ``hpcval.judging`` the way a site's nightly
+Replays the recorded runs through ``hpcval.history.judging`` the way a site's nightly
 validation would meet them:
 
 * **false alarms**: every clean run judged against the K clean runs recorded
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcval.judging import FigureData, JudgingSettings, judge_run, sustained_run
+from hpcval.history.judging import FigureData, JudgingSettings, judge_run, sustained_run
 
 Run = dict  # one recorded run: {"drop_pct", "figures": {name: samples}, ...}
 
@@ -251,8 +251,8 @@ def oracle(pools: Pools, level: Sequence[Run], current: Run, alpha: float = 0.05
     import numpy as np
     from scipy import stats
 
-    from hpcval.judging import effective_figures, family_name, holm, holm_levels, stouffer
-    from hpcval.judging.verdict import MEAN_SHARE
+    from hpcval.history.judging import effective_figures, family_name, holm, holm_levels, stouffer
+    from hpcval.history.judging.verdict import MEAN_SHARE
 
     names = list(pools.figures)
     logs = {n: np.log([median(r["figures"][n]) for r in pools.clean]) for n in names}
@@ -375,7 +375,7 @@ def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSetting
     accepted runs; ``rule = "oracle"``: the oracle's single-run verdicts and the
     same CUSUM on scores standardized by the mean, spread and correlation of all
     clean runs."""
-    from hpcval.judging import families, sustained_families
+    from hpcval.history.judging import families, sustained_families
 
     names = list(pools.figures)
     if rule == "oracle":
@@ -403,8 +403,8 @@ def oracle_cusum(pools: Pools, runs: Sequence[Run], settings: JudgingSettings) -
     flagged family names its figures worse by the threshold since the CUSUM left 0."""
     import numpy as np
 
-    from hpcval.judging import cusum, family_name
-    from hpcval.judging.changes import CUSUM_H
+    from hpcval.history.judging import cusum, family_name
+    from hpcval.history.judging.changes import CUSUM_H
 
     names = list(pools.figures)
     clean = {n: np.log([median(r["figures"][n]) for r in pools.clean]) for n in names}
@@ -443,7 +443,7 @@ def sustained_rates(pools: Pools, settings: JudgingSettings, trials: int, seed: 
     in random order) in which each figure is flagged within 5 runs; for clean runs
     (level 0) the flags per 100 new runs per family (a flagged run is left out
     of the accepted runs, as `hpcval validate` does)."""
-    from hpcval.judging import family_name
+    from hpcval.history.judging import family_name
 
     rng = random.Random(seed)
     names = list(pools.figures)
@@ -530,8 +530,8 @@ def run_length(seed: int, series: int = 200, sd: float = 0.07) -> str:
     and 15 clean runs followed by 10 % and 20 % drops (runs until flagged)."""
     import numpy as np
 
-    from hpcval.judging import cusum, cusum_scores
-    from hpcval.judging.changes import CUSUM_START
+    from hpcval.history.judging import cusum, cusum_scores
+    from hpcval.history.judging.changes import CUSUM_START
 
     def first(values: np.ndarray, h: float) -> int | None:
         path = cusum(cusum_scores(values, "higher"))
@@ -609,7 +609,7 @@ def calibration(pools: Pools, k: int, trials: int, seed: int) -> dict[str, float
     """Share of clean runs whose one-sided p (worse direction, no threshold, no
     correction) is below 0.05 against K other random clean runs: 0.05 if the
     prediction interval is right, far more if it is too narrow."""
-    from hpcval.judging import FigureSettings, judge_figure
+    from hpcval.history.judging import FigureSettings, judge_figure
 
     rng = random.Random(seed)
     fs = FigureSettings(k=k, threshold=0.0)

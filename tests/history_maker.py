@@ -1,7 +1,7 @@
 """A stored multi-run history of a made-up site, for the report, trend and
 export tests: every run is written as ReFrame writes its JSON run report (with
 the samples file a check leaves in its output directory), then stored and
-judged by hpcval's own code (:func:`hpcval.verdicts.store_and_judge`), as
+judged by hpcval's own code (:func:`hpcval.run.verdicts.store_and_judge`), as
 ``hpcval validate`` does after ReFrame has run. The figures are synthetic
 (seeded log-normal samples around a level), their verdicts are real.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcval.report import load_run_report
-from hpcval.runid import new_run_id
+from hpcval.core.runid import new_run_id
+from hpcval.reporting.report import load_run_report
 from hpcval.site import Site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,7 +149,7 @@ def make_history(tmp_path: Path, runs: int = 8, cases: list[Case] | None = None,
     With ``record_all_but=m`` the runs before the last ``m`` are stored
     without judging (``validate --record``), which is what a long history
     costs least to make."""
-    from hpcval.verdicts import store_and_judge
+    from hpcval.run.verdicts import store_and_judge
 
     site = make_site(tmp_path, name)
     rng = np.random.default_rng(seed)

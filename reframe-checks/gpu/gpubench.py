@@ -17,7 +17,7 @@ absent. How: :mod:`hpcval.rfm.gpu`."""
 
 import reframe as rfm
 
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
 from hpcval.rfm.gpu import GpuBenchBase
 
 

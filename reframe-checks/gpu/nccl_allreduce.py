@@ -12,7 +12,7 @@ the reason where nccl-tests (Spack ``nccl-tests``) is absent."""
 
 import reframe as rfm
 
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
 from hpcval.rfm.gpu import NcclAllReduceBase
 
 

@@ -7,7 +7,7 @@ the site's ``host-expectations.yaml``. Fails naming every GPU (index, bus id)
 and setting that differs, with what was found and what was expected. Only on
 partitions with the ``gpu`` feature; a node there without ``nvidia-smi``
 fails (a GPU partition whose driver is gone is a fault, not a skip).
-Logic: :mod:`hpcval.gpu_audit`."""
+Logic: :mod:`hpcval.node.gpu_audit`."""
 
 import os
 import sys
@@ -17,7 +17,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval.gpu_audit import failures, parse_gpu_audit_output
+from hpcval.node.gpu_audit import failures, parse_gpu_audit_output
 from hpcval.rfm import HpcvalTest
 from hpcval.rfm.references import recording
 from hpcval.site import Site
@@ -43,7 +43,7 @@ class gpu_health_audit_check(HpcvalTest, rfm.RunOnlyRegressionTest):
             path = Site.of_test(self).host_expectations
             # a recording run of a new site audits against nothing: every value is shown
             self.expectations = str(path) if path.exists() or not recording() else os.devnull
-        self.executable_opts = ["-m", "hpcval.gpu_audit", "--json", "--expect",
+        self.executable_opts = ["-m", "hpcval.node.gpu_audit", "--json", "--expect",
                                 self.expectations]
 
     @run_before("run")

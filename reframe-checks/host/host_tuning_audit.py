@@ -6,7 +6,7 @@ coalescing, read without root on a compute node and compared with the site's
 ``host-expectations.yaml`` (beside its references). Fails naming every
 setting that differs, with what was found and what was expected; a setting
 that cannot be read fails as ``unknown`` unless the site expects ``any``.
-Logic: :mod:`hpcval.audit`."""
+Logic: :mod:`hpcval.node.audit`."""
 
 import os
 import sys
@@ -16,7 +16,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval.audit import failures, parse_audit_output
+from hpcval.node.audit import failures, parse_audit_output
 from hpcval.rfm import HpcvalTest
 from hpcval.rfm.references import recording
 from hpcval.site import Site
@@ -42,7 +42,7 @@ class host_tuning_audit_check(HpcvalTest, rfm.RunOnlyRegressionTest):
             path = Site.of_test(self).host_expectations
             # a recording run of a new site audits against nothing and writes the file
             self.expectations = str(path) if path.exists() or not recording() else os.devnull
-        self.executable_opts = ["-m", "hpcval.audit", "--json", "--expect", self.expectations]
+        self.executable_opts = ["-m", "hpcval.node.audit", "--json", "--expect", self.expectations]
 
     @run_before("run")
     def run_as_one_process(self):

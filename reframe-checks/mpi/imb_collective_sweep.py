@@ -8,7 +8,7 @@ picks the fastest preset per message-size band and stores the setting string
 (``hpcval-tuning.json``; ``hpcval tune collectives`` prints it and writes it
 to the site). Judged figure: time the per-band winners save against Intel
 MPI's default choice, one value per sweep (a tuning step, not repeated).
-Logic: :mod:`hpcval.tuning`,
+Logic: :mod:`hpcval.node.tuning`,
 :class:`hpcval.rfm.imb.ImbLabelledRunsBase`.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import reframe as rfm
 from reframe.core.builtins import sanity_function
 
-from hpcval import tuning
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
+from hpcval.node import tuning
 from hpcval.rfm.imb import ImbLabelledRunsBase
 
 

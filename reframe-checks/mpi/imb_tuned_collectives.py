@@ -7,7 +7,7 @@ references, written by ``hpcval tune collectives --write``), alternating the
 two ``samples`` times in one job. Judged figure: the tuned run's total time
 over all sizes in % of the default run (median of the pairs). Skipped where
 the site has no tuned setting for the collective or it was tuned at another
-rank count; a malformed file fails. Logic: :mod:`hpcval.tuning`,
+rank count; a malformed file fails. Logic: :mod:`hpcval.node.tuning`,
 :class:`hpcval.rfm.imb.ImbLabelledRunsBase`.
 """
 
@@ -16,9 +16,9 @@ import reframe as rfm
 from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcval import tuning
-from hpcval.errors import SiteError
-from hpcval.figures import Figure
+from hpcval.core.errors import SiteError
+from hpcval.core.figures import Figure
+from hpcval.node import tuning
 from hpcval.rfm.imb import ImbLabelledRunsBase
 from hpcval.site import Site
 

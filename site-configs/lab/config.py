@@ -18,6 +18,7 @@ from hpcval.lab.cluster import current_fabric
 from hpcval.lab.layout import NODE_IFACE, default_state_dir
 from hpcval.lab.slurm import PMI2_LIBRARY, node_cpus
 from hpcval.lab.state import LabState
+from hpcval.node.topology import processor_info
 from hpcval.rfm.site import (
     common_sections,
     intel_mpi_from_pypi,
@@ -25,7 +26,6 @@ from hpcval.rfm.site import (
     plain_environment,
     run_directories,
 )
-from hpcval.topology import processor_info
 
 SITE_DIR = Path(__file__).resolve().parent
 

@@ -12,8 +12,8 @@ import pkgutil
 import sys
 
 from hpcval import __version__, commands
-from hpcval.errors import EXIT_INTERRUPTED, HpcvalError
-from hpcval.fileio import os_fault
+from hpcval.core.errors import EXIT_INTERRUPTED, HpcvalError
+from hpcval.core.fileio import os_fault
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -94,7 +94,7 @@ def test_corrupt_store_named_and_rebuilt(stored: Path, monkeypatch: pytest.Monke
 def test_lock_held_names_holder(stored: Path) -> None:
     """Another validation holds the site lock: a second one waits its
     --lock-timeout and exits 3 naming the holder; the store is unchanged."""
-    from hpcval.lock import site_lock
+    from hpcval.run.lock import site_lock
 
     before = tree_digest(stored / "var" / "local" / "reports")
     with site_lock(stored / "var" / "local" / "validate.lock", "validate run HOLDER-TEST", 5):
@@ -131,7 +131,7 @@ def test_existing_store_on_a_read_only_disk_is_named_read_only(tmp_path: Path,
                                                                mount_tmpfs) -> None:
     """A store that became read-only (a remounted disk) is reported as such,
     not as unusable with a rebuild hint a read-only disk cannot follow."""
-    from hpcval.store import Store
+    from hpcval.history.store import Store
 
     fs = mount_tmpfs("4m")
     with Store(fs / "local" / "history.sqlite").connect(write=True):
@@ -166,7 +166,7 @@ def test_rebuild_waits_for_a_validation(stored: Path, monkeypatch: pytest.Monkey
     """`store rebuild` moves the store aside: not while a validation (which
     would store its run into the file moved aside) holds the site lock. It
     waits --lock-timeout and exits 3 naming the holder; the store is untouched."""
-    from hpcval.lock import site_lock
+    from hpcval.run.lock import site_lock
 
     before = tree_digest(stored / "var" / "local")
     with site_lock(stored / "var" / "local" / "validate.lock", "validate run HOLDER-TEST", 5):

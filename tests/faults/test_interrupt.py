@@ -1,4 +1,4 @@
-"""An interrupted validation stops cleanly (docs/errors.md, hpcval.procs).
+"""An interrupted validation stops cleanly (docs/errors.md, hpcval.run.procs).
 
 Real signals are sent to a real ``hpcval validate`` on the ``local`` site,
 running Intel MPI Benchmarks with real launchers: during a benchmark (as soon
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.procs import marked
+from hpcval.run.procs import marked
 
 from .conftest import BIN, make_checkout, run
 

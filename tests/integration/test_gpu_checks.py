@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.gpus import read_query
-from hpcval.scaffold import new_site
+from hpcval.node.gpus import read_query
+from hpcval.site.scaffold import new_site
 
 from .conftest import BIN, ROOT
 

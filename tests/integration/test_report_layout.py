@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from history_maker import Change, make_history, many_cases
 
-from hpcval import trend, trendpage
-from hpcval.report import RunHistory, check_areas, load_run_report, write_html
-from hpcval.store import Store
+from hpcval.history.store import Store
+from hpcval.reporting import trend, trendpage
+from hpcval.reporting.report import RunHistory, check_areas, load_run_report, write_html
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)

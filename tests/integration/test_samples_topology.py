@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcval.node.topology import this_host
 from hpcval.rfm.site import intel_mpi_from_pypi
-from hpcval.topology import this_host
 
 from .conftest import HpcvalRunner
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcval.history.store import Store
 from hpcval.rfm.site import intel_mpi_from_pypi
-from hpcval.store import Store
 
 from .conftest import BIN, HpcvalRunner, make_checkout
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcval import sizing
+from hpcval.node import sizing
+from hpcval.node.topology import of_processor
 from hpcval.rfm.site import intel_mpi_from_pypi
-from hpcval.topology import of_processor
 
 from .conftest import make_checkout
 

@@ -20,7 +20,7 @@ import pytest
 from spack_locks import root_mpi_pairs
 
 from hpcval import spack
-from hpcval.paths import project_root
+from hpcval.core.paths import project_root
 
 needs_spack = pytest.mark.skipif(spack.find_spack() is None, reason=spack.NOT_FOUND)
 

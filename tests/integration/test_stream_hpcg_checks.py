@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.mpi_abi import linked_mpi_libraries
+from hpcval.core.series import MIN_SAMPLES, SAMPLES_FILE
+from hpcval.node.mpi_abi import linked_mpi_libraries
 from hpcval.rfm.hpcg import HPCG_DIR_VAR
 from hpcval.rfm.programs import locate_program
 from hpcval.rfm.stream import STREAM_DIR_VAR, STREAM_SRC_VAR
-from hpcval.series import MIN_SAMPLES, SAMPLES_FILE
 
 from .conftest import run_hpcval
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.compare import compare_reports, comparison_text
+from hpcval.core.paths import project_root
+from hpcval.history.compare import compare_reports, comparison_text
 from hpcval.lab import cluster
-from hpcval.paths import project_root
 
 from .conftest import lab_missing_reason
 

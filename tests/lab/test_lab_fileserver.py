@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from hpcval.core.paths import project_root
 from hpcval.lab import cluster, fileserver
 from hpcval.lab.layout import default_state_dir, shared_dir
 from hpcval.lab.state import LabState
 from hpcval.lab.system import pid_alive
-from hpcval.paths import project_root
 
 from .conftest import lab_missing_reason
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from hpcval.core.paths import project_root
+from hpcval.history.store import Store
 from hpcval.lab import cluster
-from hpcval.paths import project_root
-from hpcval.store import Store
 
 from .conftest import lab_missing_reason
 

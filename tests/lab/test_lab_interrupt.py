@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hpcval.lab import cluster
-from hpcval.procs import marked, slurm_jobs
+from hpcval.run.procs import marked, slurm_jobs
 
 from .conftest import lab_missing_reason
 

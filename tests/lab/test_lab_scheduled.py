@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcval.core.paths import project_root
 from hpcval.lab import cluster
-from hpcval.paths import project_root
 
 from .conftest import lab_missing_reason
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval import audit
-from hpcval.errors import ParseError, SiteError
+from hpcval.core.errors import ParseError, SiteError
+from hpcval.node import audit
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.cfdio import STRATEGIES, output_cost, parse_cfdio
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cfdio"

@@ -1,8 +1,8 @@
-"""The one text of a change with its interval (hpcval.judging.change)."""
+"""The one text of a change with its interval (hpcval.history.judging.change)."""
 
 import math
 
-from hpcval.judging import Change
+from hpcval.history.judging import Change
 
 
 def test_text_with_interval_and_level():

@@ -33,7 +33,8 @@ def test_the_command_line_imports_no_heavy_library_before_it_needs_one():
     import sys
 
     code = ("import sys; from hpcval.cli import build_parser; build_parser(); "
-            "import hpcval.runner, hpcval.verdicts, hpcval.report, hpcval.store; "
+            "import hpcval.run.runner, hpcval.run.verdicts, hpcval.reporting.report, "
+            "hpcval.history.store; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'reframe', 'scipy', 'matplotlib', 'ruptures'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -49,7 +50,7 @@ def test_site_files_are_checked_again_whenever_an_input_changes(tmp_path):
     import shutil
     from pathlib import Path
 
-    from hpcval import runner
+    from hpcval.run import runner
     from hpcval.site import Site
 
     root = Path(__file__).resolve().parents[2]

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.compare import (
+from hpcval.core.errors import HpcvalError
+from hpcval.history.compare import (
     compare_reports,
     comparison_html_section,
     comparison_text,
     parse_range,
     parse_size,
 )
-from hpcval.errors import HpcvalError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare"
 
@@ -144,9 +144,9 @@ def test_command_prints_and_writes_html(runs: tuple[Path, Path], tmp_path: Path)
 ])
 def test_direction_as_declared_else_by_unit(tmp_path: Path, column: str, unit: str,
                                            declared: str | None, lower: bool) -> None:
-    from hpcval.compare import _compare_case
-    from hpcval.report import CaseResult, PerfValue
-    from hpcval.series import write_samples
+    from hpcval.core.series import write_samples
+    from hpcval.history.compare import _compare_case
+    from hpcval.reporting.report import CaseResult, PerfValue
 
     if declared:  # what the base test stores with the samples of a declared figure
         write_samples(tmp_path, column, [1.0, 1.1, 0.9, 1.0, 1.0], unit, declared)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.cpucost import MARKER, cpu_available_pct, cpu_busy_pct, parse_cpucost, run
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
+from hpcval.node.cpucost import MARKER, cpu_available_pct, cpu_busy_pct, parse_cpucost, run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "imb"
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hpcval import checks
-from hpcval import references as refs
-from hpcval.compare import _compare_case
-from hpcval.figures import Figure
-from hpcval.report import CaseResult, PerfValue, Row, RunReport
-from hpcval.series import write_samples
-from hpcval.store import records_from_report
+from hpcval.core.figures import Figure
+from hpcval.core.series import write_samples
+from hpcval.history.compare import _compare_case
+from hpcval.history.store import records_from_report
+from hpcval.reporting.report import CaseResult, PerfValue, Row, RunReport
+from hpcval.site import checks
+from hpcval.site import references as refs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as prometheus_text
 
 from hpcval.cli import main
-from hpcval.export import FIGURE_LABELS, openmetrics
-from hpcval.store import Store
+from hpcval.history.store import Store
+from hpcval.reporting.export import FIGURE_LABELS, openmetrics
 
 
 @pytest.fixture(scope="module")

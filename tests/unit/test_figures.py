@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import HpcvalError
-from hpcval.figures import Figure, band_bounds, stored_direction, unit_kind, worse_side_band
-from hpcval.series import (
+from hpcval.core.errors import HpcvalError
+from hpcval.core.figures import Figure, band_bounds, stored_direction, unit_kind, worse_side_band
+from hpcval.core.series import (
     SAMPLES_FILE,
     load_samples,
     load_series,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval import audit, gpu_audit
-from hpcval.errors import ParseError, SiteError
+from hpcval.core.errors import ParseError, SiteError
+from hpcval.node import audit, gpu_audit
 from hpcval.parsers.nvidia_smi import parse_nvidia_smi_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu" / "nvidia-smi"
@@ -108,7 +108,8 @@ def test_gpu_keys_live_in_host_expectations_and_typos_are_refused(tmp_path: Path
 def test_command_line_json_round_trip_and_exit_codes(tmp_path: Path) -> None:
     expect = tmp_path / "e.yaml"
     expect.write_text("gpu.pcie_width_fraction: {min: 1}\n")
-    run = [sys.executable, "-m", "hpcval.gpu_audit", "--expect", str(expect), "--json", "--xml"]
+    run = [sys.executable, "-m", "hpcval.node.gpu_audit", "--expect", str(expect),
+           "--json", "--xml"]
     done = subprocess.run([*run, str(DATA / "degraded-pcie-x8-hw-slowdown.xml")],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1
@@ -127,7 +128,7 @@ def test_command_line_json_round_trip_and_exit_codes(tmp_path: Path) -> None:
 def test_no_nvidia_smi_is_an_environment_fault(tmp_path: Path) -> None:
     expect = tmp_path / "e.yaml"
     expect.write_text("gpu.count: 1\n")
-    done = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--expect", str(expect)],
+    done = subprocess.run([sys.executable, "-m", "hpcval.node.gpu_audit", "--expect", str(expect)],
                           capture_output=True, text=True, check=False,
                           env={"PATH": str(tmp_path)})
     assert done.returncode == 3 and "nvidia-smi not found" in done.stderr
@@ -160,15 +161,15 @@ def test_proposed_from_a_healthy_node_the_degraded_one_fails_on_each_fault() -> 
 
 def test_propose_on_the_command_line_writes_yaml_the_audit_reads(tmp_path: Path) -> None:
     xml = DATA / "p100x2-driver375.xml"
-    done = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--propose", "--xml",
+    done = subprocess.run([sys.executable, "-m", "hpcval.node.gpu_audit", "--propose", "--xml",
                            str(xml)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     path = tmp_path / "host-expectations.yaml"
     path.write_text(done.stdout)
     assert audit.load_expectations(path) == gpu_audit.propose_expectations(log(xml.name))
-    audited = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--expect", str(path),
+    audited = subprocess.run([sys.executable, "-m", "hpcval.node.gpu_audit", "--expect", str(path),
                               "--xml", str(xml)], capture_output=True, text=True, check=False)
     assert audited.returncode == 0, audited.stdout
-    without = subprocess.run([sys.executable, "-m", "hpcval.gpu_audit", "--xml", str(xml)],
+    without = subprocess.run([sys.executable, "-m", "hpcval.node.gpu_audit", "--xml", str(xml)],
                              capture_output=True, text=True, check=False)
     assert without.returncode == 2 and "--expect FILE is needed" in without.stderr

@@ -1,6 +1,6 @@
 """Property tests of the GPU parsers, as tests/unit/test_parser_properties.py does
 for the others: truncated, mutated and garbage versions of the recorded outputs
-in tests/data/gpu raise nothing but :class:`~hpcval.errors.ParseError`.
+in tests/data/gpu raise nothing but :class:`~hpcval.core.errors.ParseError`.
 Hypothesis runs derandomized, so every run tries the same cases."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcval import gpu_audit
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
+from hpcval.node import gpu_audit
 from hpcval.parsers import babelstream, nccl_tests, nvidia_smi, omb
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"

@@ -1,4 +1,4 @@
-"""GPU partitions in the site model (hpcval.gpus, hpcval site new), from the
+"""GPU partitions in the site model (hpcval.node.gpus, hpcval site new), from the
 recorded ``nvidia-smi --query-gpu`` outputs of tests/data/gpu (fed as text: no
 GPU is pretended to run)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import InputError
-from hpcval.gpus import (
+from hpcval.core.errors import InputError
+from hpcval.node.gpus import (
     ASSUMED_L2_BYTES,
     arch_of,
     babelstream_array_elements,
@@ -20,7 +20,7 @@ from hpcval.gpus import (
     read_query,
 )
 from hpcval.parsers.nvidia_smi import parse_query_csv
-from hpcval.scaffold import SlurmPartition, config_text, new_site
+from hpcval.site.scaffold import SlurmPartition, config_text, new_site
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "gpu" / "nvidia-smi-csv"
 GiB = 1 << 30

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from hpcval import spack
-from hpcval.paths import project_root
+from hpcval.core.paths import project_root
 
 ROOT = project_root()
 TEMPLATE = ROOT / "environments" / "templates" / "gpu-h100"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.gpus import read_query
-from hpcval.scaffold import SlurmPartition, config_text
+from hpcval.node.gpus import read_query
+from hpcval.site.scaffold import SlurmPartition, config_text
 from hpcval.vet import sitecfg
 from hpcval.vet.gpu import judge_gpus
 from hpcval.vet.gpu_probe import MARKER, measure

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.gpubench import check_complete, parse_gpubench
 
 SOURCE = Path(__file__).resolve().parents[2] / "proxies" / "gpubench" / "gpubench.cu"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.hpcg import check_valid, parse_hpcg
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hpcg"

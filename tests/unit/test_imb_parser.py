@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.imb import check_complete, normalise_column, parse_imb, parse_imb_runs
 
 PINGPONG_SIZES = [0, 8, 2048, 65536, 1 << 20, 4 << 20]

@@ -1,5 +1,5 @@
 """The package's layering: no import circle among hpcval modules, and the
-statistics (``hpcval.judging``) import nothing above them.
+statistics (``hpcval.history.judging``) import nothing above them.
 
 Every ``import`` is counted, at module level or inside a function: a lazy
 import that closes a circle is still a circle (it only moves the failure to
@@ -18,7 +18,7 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 #: The ground floor judging may stand on: modules that import nothing of hpcval
 #: but each other.
-GROUND = {"hpcval.errors", "hpcval.yamlio", "hpcval.figures"}
+GROUND = {"hpcval.core.errors", "hpcval.core.yamlio", "hpcval.core.figures"}
 
 
 def _module_name(file: Path) -> str:
@@ -77,9 +77,9 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_imports() -> None:
     """The walk finds real edges (else the tests below pass on nothing)."""
     graph = _imports()
-    assert "hpcval.yamlio" in graph["hpcval.expectations"]
-    assert "hpcval.expectations" in graph["hpcval.gpu_audit"]
-    assert "hpcval.judging.verdict" in graph["hpcval.judging"]
+    assert "hpcval.core.yamlio" in graph["hpcval.node.expectations"]
+    assert "hpcval.node.expectations" in graph["hpcval.node.gpu_audit"]
+    assert "hpcval.history.judging.verdict" in graph["hpcval.history.judging"]
 
 
 def test_no_import_circle() -> None:
@@ -91,7 +91,7 @@ def test_no_import_circle() -> None:
     while (circle := _cycle(graph)) is not None:
         found.add(frozenset(circle))
         graph[circle[-2]].discard(circle[-1])  # cut it, look for the next
-    assert frozenset({"hpcval.audit", "hpcval.references"}) not in found
+    assert frozenset({"hpcval.node.audit", "hpcval.site.references"}) not in found
     assert found == KNOWN_CIRCLES
 
 
@@ -101,8 +101,9 @@ def test_a_circle_is_found() -> None:
 
 
 def test_judging_imports_nothing_above_it() -> None:
-    above = {m: sorted(d for d in deps if not d.startswith("hpcval.judging") and d not in GROUND)
-             for m, deps in _imports().items() if m.startswith("hpcval.judging")}
+    above = {m: sorted(d for d in deps
+                       if not d.startswith("hpcval.history.judging") and d not in GROUND)
+             for m, deps in _imports().items() if m.startswith("hpcval.history.judging")}
     assert {m: d for m, d in above.items() if d} == {}
     ground = _imports()
     assert {m: sorted(ground[m] - GROUND) for m in GROUND} == {m: [] for m in GROUND}

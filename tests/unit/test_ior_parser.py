@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.ior import ior_errors, parse_ior_json, parse_ior_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ior"

@@ -1,4 +1,4 @@
-"""hpcval.judging on seeded synthetic samples: decisions at known effect sizes and
+"""hpcval.history.judging on seeded synthetic samples: decisions at known effect sizes and
 noise levels, the correction across figures, settings files."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hpcval.errors import InputError
-from hpcval.judging import (
+from hpcval.core.errors import InputError
+from hpcval.history.judging import (
     FigureData,
     FigureSettings,
     JudgingSettings,

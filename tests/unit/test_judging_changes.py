@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcval.errors import InputError
-from hpcval.judging import FigureSettings, change_points, sustained_change, sustained_run
+from hpcval.core.errors import InputError
+from hpcval.history.judging import FigureSettings, change_points, sustained_change, sustained_run
 
 
 def series(rng: np.random.Generator, levels: list[tuple[float, int]], sd: float) -> list[float]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcval.judging import cusum, cusum_run, cusum_scores
-from hpcval.judging.changes import CUSUM_H
+from hpcval.history.judging import cusum, cusum_run, cusum_scores
+from hpcval.history.judging.changes import CUSUM_H
 
 
 def first_alarm(values: np.ndarray, better: str = "higher") -> int | None:

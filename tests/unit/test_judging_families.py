@@ -1,5 +1,5 @@
 """Spread from the history, families of figures and stability, on seeded synthetic
-samples with known effect, spread, correlation and K (hpcval.judging)."""
+samples with known effect, spread, correlation and K (hpcval.history.judging)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from hpcval.errors import InputError
-from hpcval.judging import (
+from hpcval.core.errors import InputError
+from hpcval.history.judging import (
     FigureData,
     JudgingSettings,
     families,
@@ -85,7 +85,7 @@ def test_power_of_a_20_percent_drop_grows_with_the_window(window: int, min_rate:
 def test_false_regressed_with_a_long_window_is_at_most_alpha() -> None:
     rng = np.random.default_rng(4)
     trials = 600
-    from hpcval.judging import FigureSettings
+    from hpcval.history.judging import FigureSettings
     fs = FigureSettings(threshold=0.0)
     false = 0
     for _ in range(trials):
@@ -175,7 +175,7 @@ def test_a_scattered_run_is_unstable_and_a_clean_one_is_not() -> None:
     clean = list(10.0 * np.exp(rng.normal(0, 0.02, 5)))
     assert judge_figure(runs, clean, "lower").outcome == "pass"
     # a factor of 0 judges no stability
-    from hpcval.judging import FigureSettings
+    from hpcval.history.judging import FigureSettings
     assert judge_figure(runs, scattered, "lower",
                         FigureSettings(unstable=0.0)).dispersion is None
 

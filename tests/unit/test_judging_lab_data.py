@@ -1,4 +1,4 @@
-"""hpcval.judging on samples recorded on the lab by bench/detection.sh (IMB
+"""hpcval.history.judging on samples recorded on the lab by bench/detection.sh (IMB
 PingPong between two lab nodes; clean runs and runs on links 3-20 % slower).
 
 The file is real data, so these tests check what the model claims about it:
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hpcval.judging import FigureData, JudgingSettings, judge_run, sustained_change
+from hpcval.history.judging import FigureData, JudgingSettings, judge_run, sustained_change
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "judging"
 #: the recording (lab-pingpong.json) and its completion (lab-pingpong-2.json: a

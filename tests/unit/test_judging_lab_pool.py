@@ -1,4 +1,4 @@
-"""hpcval.judging on the second lab recording (tests/data/judging/lab-pool.json):
+"""hpcval.history.judging on the second lab recording (tests/data/judging/lab-pool.json):
 no competing traffic; each run's pair of nodes drawn at random from 4, one of
 which (lab-n4) has a 10 % slower link, as jobs land on a partition with one
 slow NIC. The clean runs are therefore two levels mixed at random (a
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.judging import FigureData, JudgingSettings, judge_run
+from hpcval.history.judging import FigureData, JudgingSettings, judge_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "judging" / "lab-pool.json"
 

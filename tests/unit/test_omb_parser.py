@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.omb import check_complete, normalise_column, parse_omb
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "omb"

@@ -1,7 +1,7 @@
 """Property tests of every parser: garbage, truncated output and random line
 noise (lines dropped, repeated, swapped, replaced by lines of other tools'
 output or by random text, characters changed) never raise anything but
-:class:`~hpcval.errors.ParseError` — no IndexError, ValueError, KeyError or
+:class:`~hpcval.core.errors.ParseError` — no IndexError, ValueError, KeyError or
 other traceback reaches a user. Inputs are derived from the real outputs in
 tests/data; hypothesis runs derandomized, so every run tries the same cases."""
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers import cfdio, hpcg, imb, ior, omb, stream, wrf
 
 DATA = Path(__file__).resolve().parents[1] / "data"

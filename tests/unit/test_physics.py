@@ -1,4 +1,4 @@
-"""Physics guards (hpcval.physics) on recorded and constructed outputs: each
+"""Physics guards (hpcval.node.physics) on recorded and constructed outputs: each
 fails the figure physics rules out, with the reason, and passes a possible one."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval import physics
+from hpcval.node import physics
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cfdio"

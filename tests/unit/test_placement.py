@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from reframe.core.exceptions import ReframeError
 
-from hpcval import checks
+from hpcval.node.topology import Topology
 from hpcval.rfm import placement
 from hpcval.rfm.placement import Layout, fits, layout, node_count, ranks_on, unplaceable
-from hpcval.topology import Topology
+from hpcval.site import checks
 
 ROOT = Path(__file__).resolve().parents[2]
 RFM = ROOT / "src" / "hpcval" / "rfm"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcval import cli, spack
-from hpcval.paths import project_root
+from hpcval.core.paths import project_root
 
 ROOT = project_root()
 UPDATE = "`hpcval spack proxy-version --update`"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpcval import references as refs
-from hpcval.errors import ReferencesError
-from hpcval.report import CaseResult, PerfValue, RunReport
+from hpcval.core.errors import ReferencesError
+from hpcval.reporting.report import CaseResult, PerfValue, RunReport
+from hpcval.site import references as refs
 
 KNOWN = {"imb_pingpong_check", "osu_bw_check"}
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hpcval.errors import HpcvalError
-from hpcval.report import load_run_report, num, render_html, verdict_table, write_html
+from hpcval.core.errors import HpcvalError
+from hpcval.reporting.report import load_run_report, num, render_html, verdict_table, write_html
 
 
 def run_report(tmp_path, testcases):
@@ -153,7 +153,8 @@ def test_reading_reports_imports_neither_reframe_nor_matplotlib(tmp_path):
     data = json.loads(path.read_text())
     data["runs"][0]["testcases"][0]["outputdir"] = str(tmp_path / "out")
     path.write_text(json.dumps(data))
-    code = ("import sys; from hpcval.report import load_run_report, verdict_table, render_html; "
+    code = ("import sys; "
+            "from hpcval.reporting.report import load_run_report, verdict_table, render_html; "
             f"r = load_run_report({str(path)!r}); verdict_table(r); "
             "assert '<polyline' in render_html(r); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -169,8 +170,8 @@ def test_history_plots_are_inline_svg_with_change_points_and_rejected_runs():
     out of baselines; inline SVG (no matplotlib, milliseconds per figure)."""
     import random
 
-    from hpcval import trend
-    from hpcval.store import HistoryPoint
+    from hpcval.history.store import HistoryPoint
+    from hpcval.reporting import trend
 
     rng = random.Random(3)
     points = []

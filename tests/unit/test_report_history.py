@@ -10,8 +10,14 @@ import re
 import pytest
 from history_maker import Change, make_history
 
-from hpcval.report import RunHistory, figure_rows, load_run_report, render_html, verdict_table
-from hpcval.runner import republish
+from hpcval.reporting.report import (
+    RunHistory,
+    figure_rows,
+    load_run_report,
+    render_html,
+    verdict_table,
+)
+from hpcval.run.runner import republish
 
 BROKEN = [Change("stream_check", "triad", 0.7),
           Change("imb_pingpong_check", "lat_8B", 1.3),

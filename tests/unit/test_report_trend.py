@@ -8,11 +8,11 @@ import re
 import pytest
 from history_maker import Case, Change, Fig, make_history, write_run
 
-from hpcval import trend, trendpage
 from hpcval.cli import main
-from hpcval.report import check_areas, load_run_report
-from hpcval.store import Store
-from hpcval.verdicts import store_and_judge
+from hpcval.history.store import Store
+from hpcval.reporting import trend, trendpage
+from hpcval.reporting.report import check_areas, load_run_report
+from hpcval.run.verdicts import store_and_judge
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from reframe.core.exceptions import SanityError
 
-from hpcval.errors import ParseError
-from hpcval.figures import Figure
+from hpcval.core.errors import ParseError
+from hpcval.core.figures import Figure
 from hpcval.rfm import samples
 from hpcval.rfm.launch import ConfigFailure
 

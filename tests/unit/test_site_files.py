@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from hpcval import site as site_module
-from hpcval.errors import HpcvalError, InputError, SiteError
-from hpcval.judging.settings import JudgingSettings
+from hpcval.core.errors import HpcvalError, InputError, SiteError
+from hpcval.history.judging.settings import JudgingSettings
 from hpcval.site import Site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,12 +35,12 @@ def test_every_site_file_is_a_site_property(tmp_path):
 def test_the_results_store_is_laid_out_by_the_site(tmp_path, monkeypatch):
     """The run's stage directory the stopper cleans is the one ReFrame was
     given, and `validate` and `store rebuild` take the same lock."""
+    from hpcval.core.runid import ENV
     from hpcval.rfm.site import common_sections, run_directories
-    from hpcval.runid import ENV
 
     monkeypatch.setenv("HPCVAL_VAR", str(tmp_path / "var"))
     monkeypatch.setenv(ENV, "20261126T000000Z-abcdef")
-    monkeypatch.setattr("hpcval.runid._current", None)
+    monkeypatch.setattr("hpcval.core.runid._current", None)
     site = _site(tmp_path)
     dirs = run_directories(site.dir)
     assert dirs["stagedir"] == str(site.stage_dir("20261126T000000Z-abcdef"))
@@ -51,7 +51,7 @@ def test_the_results_store_is_laid_out_by_the_site(tmp_path, monkeypatch):
     assert site.lock_file.parent == site.var == tmp_path / "var" / "s"
     assert site.run_log("r1") == site.var / "logs" / "r1.out"
     sources = "".join((ROOT / "src/hpcval" / f).read_text()
-                      for f in ("runner.py", "commands/store.py", "rfm/site.py"))
+                      for f in ("run/runner.py", "commands/store.py", "rfm/site.py"))
     assert '"validate.lock"' not in sources and '"stage"' not in sources
 
 
@@ -142,9 +142,9 @@ def test_provenance_is_what_the_site_config_declares(tmp_path):
     keeps it beside the host's kernel and machine."""
     import json
 
+    from hpcval.history.runreport import load_run_report
     from hpcval.rfm.base import HpcvalTest
-    from hpcval.runreport import load_run_report
-    from hpcval.verdicts import provenance
+    from hpcval.run.verdicts import provenance
 
     fake = SimpleNamespace(
         current_environ=SimpleNamespace(extras={"mpi_stack": "impi"}),
@@ -167,7 +167,7 @@ def test_provenance_is_what_the_site_config_declares(tmp_path):
 def test_the_lab_declares_its_fabric():
     (part,) = Site.load("lab", ROOT).reframe_config()["systems"][0]["partitions"]
     assert "fabric" in part["extras"]["provenance"]  # None while no lab is up
-    assert 'name == "lab"' not in (ROOT / "src/hpcval/verdicts.py").read_text()
+    assert 'name == "lab"' not in (ROOT / "src/hpcval/run/verdicts.py").read_text()
 
 
 BAD_TUNING = "Allreduce: {setting: '12:0-8;3:9-100', ranks: '2', nodes: 1}\n"
@@ -200,8 +200,8 @@ def test_one_check_covers_every_site_file(tmp_path, monkeypatch):
 
 def test_validate_stops_on_a_malformed_tuning_file_before_any_check_runs(
         tmp_path, monkeypatch, capsys):
-    from hpcval import runner
     from hpcval.cli import main
+    from hpcval.run import runner
 
     site = _checkout(tmp_path, monkeypatch)
     site.tuning.write_text(BAD_TUNING)
@@ -226,7 +226,7 @@ def test_validate_stops_on_a_malformed_tuning_file_before_any_check_runs(
 
 
 def test_an_edited_tuning_or_judging_file_is_checked_again(tmp_path, monkeypatch):
-    from hpcval import runner
+    from hpcval.run import runner
 
     site = _checkout(tmp_path, monkeypatch)
     stamp = runner._site_files_stamp(site)

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.contract import band
-from hpcval.errors import EnvironmentFault, InputError, LockTimeout, StoreError
-from hpcval.fileio import atomic_write, keep_backup
-from hpcval.lock import site_lock
-from hpcval.report import load_run_report
-from hpcval.runid import new_run_id, valid
+from hpcval.core.errors import EnvironmentFault, InputError, LockTimeout, StoreError
+from hpcval.core.fileio import atomic_write, keep_backup
+from hpcval.core.runid import new_run_id, valid
+from hpcval.history.contract import band
+from hpcval.history.store import Store, records_from_report, run_reports
+from hpcval.reporting.report import load_run_report
+from hpcval.run.lock import site_lock
 from hpcval.site import Site, safe_path, validate_name
-from hpcval.store import Store, records_from_report, run_reports
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -48,15 +48,15 @@ def test_site_files_and_unknown_site():
 
 
 def test_the_checkout_directories_are_named_once():
-    """``reframe-checks`` and ``site-configs`` are spelled in hpcval.paths only;
-    everything else asks a Site (or hpcval.paths)."""
+    """``reframe-checks`` and ``site-configs`` are spelled in hpcval.core.paths only;
+    everything else asks a Site (or hpcval.core.paths)."""
     spelled: dict[str, list[str]] = {}
     for file in sorted((ROOT / "src" / "hpcval").rglob("*.py")):
         for name in ('"reframe-checks"', '"site-configs"'):
             if name in file.read_text():
                 spelled.setdefault(name, []).append(file.relative_to(ROOT).as_posix())
-    assert spelled == {'"reframe-checks"': ["src/hpcval/paths.py"],
-                       '"site-configs"': ["src/hpcval/paths.py"]}
+    assert spelled == {'"reframe-checks"': ["src/hpcval/core/paths.py"],
+                       '"site-configs"': ["src/hpcval/core/paths.py"]}
 
 
 @pytest.mark.parametrize("path", ["/tmp/$(touch X)", "/tmp/a;b", "/tmp/a b", "/tmp/`id`"])

@@ -1,10 +1,10 @@
-"""The report's problem sizes and the output-cost table (hpcval.sizereport)
+"""The report's problem sizes and the output-cost table (hpcval.reporting.sizereport)
 from a run report's cases."""
 
 from __future__ import annotations
 
-from hpcval.report import CaseResult, PerfValue
-from hpcval.sizereport import case_sizes, output_cost_rows, sizes_html
+from hpcval.reporting.report import CaseResult, PerfValue
+from hpcval.reporting.sizereport import case_sizes, output_cost_rows, sizes_html
 
 
 def _case(strategy: str, ranks: int, cost: float, share: float,

@@ -1,4 +1,4 @@
-"""The sizing policy (hpcval.sizing) on recorded and constructed topologies of
+"""The sizing policy (hpcval.node.sizing) on recorded and constructed topologies of
 real servers (tests/data/topology/, ReFrame's processor JSON): every rule
 holds on every node, memory use stays bounded, time limits grow with the size,
 and a rule that cannot be met says so."""
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcval import sizing
-from hpcval.sizing import GIB, MIB, Node, SizingError
-from hpcval.topology import of_processor
+from hpcval.node import sizing
+from hpcval.node.sizing import GIB, MIB, Node, SizingError
+from hpcval.node.topology import of_processor
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
 

@@ -12,7 +12,7 @@ import yaml
 from spack_locks import root_mpi_pairs
 
 from hpcval import spack
-from hpcval.paths import project_root
+from hpcval.core.paths import project_root
 from hpcval.spack import preinstall
 
 ROOT = project_root()

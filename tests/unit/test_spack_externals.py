@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hpcval import spack
-from hpcval.errors import HpcvalError
+from hpcval.core.errors import HpcvalError
 from hpcval.spack import venvmpi
 
 
@@ -105,7 +105,7 @@ def test_new_site_gets_the_intel_mpi_external_its_spack_yaml_includes(tmp_path: 
     """`make setup` wrote the include for the environments of that moment; a site
     made later copies `local`'s spack.yaml, which includes it, so `site new`
     writes it too (else Spack stops at a missing include)."""
-    from hpcval.scaffold import new_site
+    from hpcval.site.scaffold import new_site
 
     venv = _fake_wheel_venv(tmp_path)
     envs = _environments(tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.stream import KERNELS, check_complete, parse_stream, parse_stream_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "stream"

@@ -1,13 +1,13 @@
 """STREAM array sizing: the node's last-level cache from its topology
-(hpcval.topology, ReFrame's cache description) and STREAM's >= 4x rule
+(hpcval.node.topology, ReFrame's cache description) and STREAM's >= 4x rule
 (hpcval.rfm.stream)."""
 
 from __future__ import annotations
 
 import os
 
+from hpcval.node.topology import merged, of_processor, this_host, total_last_level_cache
 from hpcval.rfm.stream import array_elements
-from hpcval.topology import merged, of_processor, this_host, total_last_level_cache
 
 MIB = 1 << 20
 

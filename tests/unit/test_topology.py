@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from hpcval.topology import Topology, merged, of_processor, this_host
+from hpcval.node.topology import Topology, merged, of_processor, this_host
 
 
 def test_of_processor_reads_cpus_cores_and_the_largest_cache() -> None:

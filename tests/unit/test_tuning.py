@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcval import tuning
-from hpcval.errors import ParseError, SiteError
+from hpcval.core.errors import ParseError, SiteError
+from hpcval.node import tuning
 
 
 @pytest.fixture

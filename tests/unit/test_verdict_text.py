@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcval.verdicts import verdict_text
+from hpcval.run.verdicts import verdict_text
 
 CASE = "imb_pingpong_check %cache=warm@local:default+impi"
 

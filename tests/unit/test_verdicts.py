@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpcval.report import load_run_report
-from hpcval.runid import new_run_id
+from hpcval.core.runid import new_run_id
+from hpcval.history.store import Store
+from hpcval.reporting.report import load_run_report
+from hpcval.run.verdicts import store_and_judge, stored
 from hpcval.site import Site
-from hpcval.store import Store
-from hpcval.verdicts import store_and_judge, stored
 
 
 def _site(tmp_path: Path) -> Site:
@@ -176,7 +176,7 @@ def test_references_from_history_keep_the_cases_the_runs_did_not_measure(tmp_pat
     """`references capture --from-history` after runs of the warm case only:
     the warm bands are new, the cold case keeps its references (the check's
     own $index tells the measured cases apart)."""
-    from hpcval.contract import references_from_history
+    from hpcval.history.contract import references_from_history
 
     site = _site(tmp_path)
     site.references.write_text(
@@ -194,8 +194,8 @@ def test_references_from_history_keep_the_cases_the_runs_did_not_measure(tmp_pat
 
 
 def test_references_from_history_name_an_unknown_run(tmp_path):
-    from hpcval.contract import references_from_history
-    from hpcval.errors import InputError
+    from hpcval.core.errors import InputError
+    from hpcval.history.contract import references_from_history
 
     site = _site(tmp_path)
     run_id, report = _run(site, np.random.default_rng(8), 1.0)
@@ -211,8 +211,8 @@ def test_record_writes_a_valid_contract_when_a_case_measures_only_zeros(tmp_path
     left out, named) instead of an invalid file refused after the whole run."""
     import io
 
-    from hpcval import references as refs
-    from hpcval.verdicts import write_recorded_contract
+    from hpcval.run.verdicts import write_recorded_contract
+    from hpcval.site import references as refs
 
     site = _site(tmp_path)
     run_id, _ = _run(site, np.random.default_rng(5), 1.0)

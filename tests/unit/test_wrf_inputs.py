@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers import wrf
 
 NAMELIST = """\

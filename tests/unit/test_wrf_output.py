@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers import wrf
 
 netCDF4 = pytest.importorskip("netCDF4", reason="output verification needs netCDF4 "

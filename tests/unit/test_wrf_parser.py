@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers import wrf
 
 

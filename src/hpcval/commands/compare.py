@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpcval.compare import compare_reports, comparison_html_section, comparison_text, parse_range
-from hpcval.errors import HpcvalError
-from hpcval.report import write_html
+from hpcval.core.errors import HpcvalError
+from hpcval.history.compare import (
+    compare_reports,
+    comparison_html_section,
+    comparison_text,
+    parse_range,
+)
+from hpcval.reporting.report import write_html
 from hpcval.site import Site
 
 

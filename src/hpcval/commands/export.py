@@ -9,10 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hpcval.export import openmetrics
-from hpcval.fileio import os_fault
+from hpcval.core.fileio import os_fault
+from hpcval.history.store import Store
+from hpcval.reporting.export import openmetrics
 from hpcval.site import Site
-from hpcval.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,10 +7,10 @@ import json
 import time
 from statistics import median
 
-from hpcval.errors import InputError
-from hpcval.fileio import atomic_write
+from hpcval.core.errors import InputError
+from hpcval.core.fileio import atomic_write
+from hpcval.history.store import Store, verdicts_path
 from hpcval.site import Site
-from hpcval.store import Store, verdicts_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from hpcval import contract
-from hpcval import references as refs
-from hpcval.errors import InputError, ReferencesError
-from hpcval.fileio import atomic_write, keep_backup
-from hpcval.report import load_run_report
-from hpcval.runner import latest_report
+from hpcval.core.errors import InputError, ReferencesError
+from hpcval.core.fileio import atomic_write, keep_backup
+from hpcval.history import contract
+from hpcval.reporting.report import load_run_report
+from hpcval.run.runner import latest_report
 from hpcval.site import Site
+from hpcval.site import references as refs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

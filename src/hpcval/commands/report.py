@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpcval.runner import latest_report, republish
+from hpcval.run.runner import latest_report, republish
 from hpcval.site import Site
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from hpcval.gpus import read_query
-from hpcval.paths import project_root
-from hpcval.scaffold import new_site
+from hpcval.core.paths import project_root
+from hpcval.node.gpus import read_query
 from hpcval.site import Site, known_sites
+from hpcval.site.scaffold import new_site
 
 
 def register(sub: argparse._SubParsersAction) -> None:

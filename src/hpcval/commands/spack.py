@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from hpcval import spack
-from hpcval.errors import EnvironmentFault, InputError
+from hpcval.core.errors import EnvironmentFault, InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpcval.lock import seconds, site_lock
+from hpcval.history.store import Store, run_reports
+from hpcval.run.lock import seconds, site_lock
 from hpcval.site import Site
-from hpcval.store import Store, run_reports
 
 #: Default wait of ``store rebuild`` for a validation holding the site lock, in seconds.
 REBUILD_LOCK_TIMEOUT = 60.0

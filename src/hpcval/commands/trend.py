@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hpcval import trend, trendpage
-from hpcval.errors import InputError
-from hpcval.fileio import atomic_write
-from hpcval.report import check_areas
+from hpcval.core.errors import InputError
+from hpcval.core.fileio import atomic_write
+from hpcval.history.store import Store
+from hpcval.reporting import trend, trendpage
+from hpcval.reporting.report import check_areas
 from hpcval.site import Site
-from hpcval.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
-from hpcval import tuning
-from hpcval.errors import HpcvalError
-from hpcval.fileio import atomic_write, keep_backup
-from hpcval.report import load_run_report
-from hpcval.runner import latest_report
+from hpcval.core.errors import HpcvalError
+from hpcval.core.fileio import atomic_write, keep_backup
+from hpcval.node import tuning
+from hpcval.reporting.report import load_run_report
+from hpcval.run.runner import latest_report
 from hpcval.site import TUNING_FILE, Site
 
 SWEEP_CHECK = "imb_collective_sweep_check"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from hpcval.lock import seconds
-from hpcval.runner import DEFAULT_LOCK_TIMEOUT, validate
-from hpcval.sizing import BUDGET_ENV, BUDGETS
+from hpcval.node.sizing import BUDGET_ENV, BUDGETS
+from hpcval.run.lock import seconds
+from hpcval.run.runner import DEFAULT_LOCK_TIMEOUT, validate
 
 
 def register(sub: argparse._SubParsersAction) -> None:

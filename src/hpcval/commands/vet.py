@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpcval.errors import InputError
+from hpcval.core.errors import InputError
 from hpcval.vet import report, sitecfg
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.measure import Settings

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpcval.errors import HpcvalError
+from hpcval.core.errors import HpcvalError
 
 
 class LabError(HpcvalError):

@@ -30,7 +30,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 #: Kernels of BabelStream 4/5 (3.x also prints them; ``Nstream`` only with --nstream).
 KERNELS = ("Copy", "Mul", "Add", "Triad", "Dot")

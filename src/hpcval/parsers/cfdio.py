@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _LINE_RE = re.compile(r"^CFDIO\s+(?P<body>.*)$", re.MULTILINE)
 _PAIR_RE = re.compile(r"(\w+)=(\S+)")

@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _LINE_RE = re.compile(r"^hpcval-gpubench mode=(?P<mode>\w+) device=(?P<device>\d+) "
                       r"peer=(?P<peer>-?\d+) size=(?P<size>\d+) rep=(?P<rep>\d+) "

@@ -20,7 +20,7 @@ HPCG's own checks fail it writes "HPCG result is INVALID." instead: the run
 parses with :attr:`HpcgResult.valid` False and :func:`check_valid` refuses
 it, naming which of HPCG's tests failed. A file without the ``Final
 Summary`` (HPCG killed, file cut) or garbage raise
-:class:`~hpcval.errors.ParseError` naming the line and the reason.
+:class:`~hpcval.core.errors.ParseError` naming the line and the reason.
 
 Intel MKL's optimised HPCG (``xhpcg_skx``, ``xhpcg_avx2``... of the MKL
 benchmarks, oneMKL's ``benchmarks/hpcg``) writes the same summary under the
@@ -46,7 +46,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _SECTION_DECORATION = re.compile(r"^[_#\s]+|[_#\s]+$")
 #: The run name Intel MKL's optimised HPCG puts first: ``n<nx>-<ranks>p-<threads>t``.

@@ -43,7 +43,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _BENCH_RE = re.compile(r"^#\s*Benchmarking\s+(?P<name>\S+)")
 _PROCS_RE = re.compile(r"^#\s*#processes\s*=\s*(?P<n>\d+)")

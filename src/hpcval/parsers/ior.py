@@ -14,7 +14,7 @@ repetition (``bwMiB``, ``iops``, open/transfer/close times) and a
 IOR writes the file as it goes, so a run that fails (a directory it cannot
 create files in, a full disk, an abort) leaves a file cut off after
 ``"Results": [``. Such a file, garbage, or a summary without the operations a
-check asks for raise :class:`~hpcval.errors.ParseError` naming the source.
+check asks for raise :class:`~hpcval.core.errors.ParseError` naming the source.
 
 The text output carries ``Max Write:``/``Max Read:`` lines only with ``-v``
 in IOR 4, and a ``Summary of all tests`` table always;
@@ -47,7 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 #: Operations IOR reports bandwidth for.
 OPERATIONS = ("write", "read")

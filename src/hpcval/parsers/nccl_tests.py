@@ -26,7 +26,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _RANK_RE = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<host>\S+)"
                       r"\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$")

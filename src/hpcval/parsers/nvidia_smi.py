@@ -26,7 +26,7 @@ Two formats:
 
 Anything that is not one of these — not XML, another root element, no GPU, a
 number that is not a number, a CSV row with the wrong count of values — raises
-:class:`~hpcval.errors.ParseError` naming the source and the element.
+:class:`~hpcval.core.errors.ParseError` naming the source and the element.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 #: Largest ``nvidia-smi -q -x`` document read (a node with 8 GPUs and every
 #: supported clock listed is ~0.5 MB).

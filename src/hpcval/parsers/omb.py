@@ -38,7 +38,7 @@ than mix the tables' rows.
 
 A failed run — a usage message, ``This test requires exactly two processes``,
 a header without rows, a row cut off or a launcher's ``BAD TERMINATION`` —
-raises :class:`~hpcval.errors.ParseError` naming the source. A ``Fail`` in a
+raises :class:`~hpcval.core.errors.ParseError` naming the source. A ``Fail`` in a
 validation column is kept in the rows and reported by
 :meth:`OmbResult.validation_failures`; a check fails on it.
 """
@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _TITLE_RE = re.compile(r"^#\s*OSU\s+(?P<title>.*\S)\s*$")
 _PAIRS_RE = re.compile(r"\[\s*pairs:\s*(?P<pairs>\d+)\s*\]")

@@ -23,7 +23,7 @@ a[]`` (C) or ``a()`` (Fortran); it parses, with the messages in
 :attr:`StreamResult.failures`, and :func:`check_complete` refuses it. Output
 without a kernel table, a kernel row that is cut or not numeric, or output
 that stops before all four kernels and the validation line raise
-:class:`~hpcval.errors.ParseError` naming the line and the reason.
+:class:`~hpcval.core.errors.ParseError` naming the line and the reason.
 
 One output can hold several runs: a thread-scaling log (STREAM run with
 ``OMP_NUM_THREADS`` 1, 2, 4, ... into one file) or job outputs appended over
@@ -44,7 +44,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 #: The four STREAM kernels, in the order STREAM prints them.
 KERNELS = ("Copy", "Scale", "Add", "Triad")

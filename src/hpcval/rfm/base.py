@@ -30,12 +30,12 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 
-from hpcval import topology
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
+from hpcval.core.series import MIN_SAMPLES
+from hpcval.node import topology
 from hpcval.rfm import launch, placement, programs
 from hpcval.rfm import references as rfm_references
 from hpcval.rfm import samples as rfm_samples
-from hpcval.series import MIN_SAMPLES
 
 
 class HpcvalTest(rfm.RegressionTestPlugin):
@@ -71,7 +71,7 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     #: :type: :class:`str`
     spack_package = variable(str, value="")
 
-    #: Judged figures, declared once (:class:`hpcval.figures.Figure`): each
+    #: Judged figures, declared once (:class:`hpcval.core.figures.Figure`): each
     #: becomes a performance variable whose value is the median of its
     #: samples, stored with the run (``hpcval-samples.json``). A base test
     #: reads the samples in :meth:`measure`.

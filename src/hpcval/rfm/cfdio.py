@@ -17,15 +17,15 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval import physics, sizing
-from hpcval.errors import HpcvalError
-from hpcval.figures import Figure
+from hpcval.core.errors import HpcvalError
+from hpcval.core.figures import Figure
+from hpcval.core.paths import project_root
+from hpcval.core.series import median
+from hpcval.node import physics, sizing
 from hpcval.parsers.cfdio import output_cost, parse_cfdio
-from hpcval.paths import project_root
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.programs import environ_path_dirs, locate_program, spack_prefix
 from hpcval.rfm.sizing import SizedTest
-from hpcval.series import median
 
 #: Intel MPI's compiler wrappers find their headers through I_MPI_ROOT; derive
 #: it from the wrapper on PATH when the environment does not set it.
@@ -94,9 +94,9 @@ class CfdioBuild(rfm.CompileOnlyRegressionTest):
 
 class CfdioBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
     """Runs hpcval's cfdio proxy, made once per environment by the
-    :class:`CfdioBuild` fixture. Problem sizes come from :mod:`hpcval.sizing`
+    :class:`CfdioBuild` fixture. Problem sizes come from :mod:`hpcval.node.sizing`
     (one hook per base test); figures that physics rules out fail
-    (:mod:`hpcval.physics`)."""
+    (:mod:`hpcval.node.physics`)."""
 
     valid_prog_environs = ["+mpi"]
     time_limit = "5m"
@@ -189,7 +189,7 @@ class CfdioOutputCostBase(CfdioFilesBase):
     #: (set by the final check, usually as a parameter: ``strategy``, the
     #: output strategy; ``none`` gives the noise of the difference, ~0)
     #: Total grid (strong scaling: fixed while the ranks vary); sized from
-    #: the node's memory and the budget (:func:`hpcval.sizing.output`).
+    #: the node's memory and the budget (:func:`hpcval.node.sizing.output`).
     global_grid = (64, 64, 64)
     steps = 20
     every = 5
@@ -261,7 +261,7 @@ class CfdioTriadBase(CfdioBase):
     figures = (result_figure("triad_bw", "MB/s", "triad_MBs"),)
 
     #: Doubles per array and rank; unset: sized beyond the node's last-level
-    #: cache (:func:`hpcval.sizing.triad`).
+    #: cache (:func:`hpcval.node.sizing.triad`).
     triad_n = variable(int, type(None), value=None)
     #: Repetitions per run; the best counts (unset: from the budget).
     reps = variable(int, type(None), value=None)
@@ -300,7 +300,7 @@ class CfdioStencilBase(CfdioBase):
     of whether the proxy stresses memory like a real CFD code.
 
     The grid and the triad's arrays are sized beyond the node's last-level
-    cache (:func:`hpcval.sizing.stencil`: fields >= 4x the cache per rank), so
+    cache (:func:`hpcval.node.sizing.stencil`: fields >= 4x the cache per rank), so
     both kernels run from memory; a stencil faster than the triad of the same
     job (cache-resident) fails."""
 
@@ -366,7 +366,7 @@ class CfdioReadBase(CfdioFilesBase):
     ``cache_resident`` is the share of the files still in the page cache when
     the read began (0 = read from the device or server; -1 = not measurable)."""
 
-    #: MiB each reader writes and reads back (unset: :func:`hpcval.sizing.read`).
+    #: MiB each reader writes and reads back (unset: :func:`hpcval.node.sizing.read`).
     read_mb = variable(int, type(None), value=None)
     files = "cfdio_read*"
     figures = (result_figure("aggregate_read_bw", "MB/s", "aggregate_MBs"),

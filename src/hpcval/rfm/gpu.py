@@ -2,7 +2,7 @@
 
 A GPU check runs only on partitions with the ``gpu`` feature
 (``valid_systems = ["+gpu"]``, written by ``hpcval site new`` where
-``nvidia-smi`` finds GPUs, :mod:`hpcval.gpus`); it reads the node's GPUs
+``nvidia-smi`` finds GPUs, :mod:`hpcval.node.gpus`); it reads the node's GPUs
 from the partition's ReFrame ``devices`` (``select_devices("gpu")``) and skips,
 naming the reason, where the partition declares none or the program is
 absent. Nothing here needs a GPU to be imported or listed.
@@ -26,9 +26,9 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval.errors import HpcvalError
-from hpcval.figures import Figure
-from hpcval.gpus import GPU_FEATURE, babelstream_array_elements
+from hpcval.core.errors import HpcvalError
+from hpcval.core.figures import Figure
+from hpcval.node.gpus import GPU_FEATURE, babelstream_array_elements
 from hpcval.parsers import babelstream, gpubench, nccl_tests
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.imb import ImbBase
@@ -185,7 +185,7 @@ class PerGpuBase(GpuBase):
 class BabelStreamBase(PerGpuBase):
     """BabelStream (CUDA build, Spack ``babelstream +cuda``) on each GPU: the
     Triad rate, arrays sized from the device's memory and L2
-    (:func:`hpcval.gpus.babelstream_array_elements`)."""
+    (:func:`hpcval.node.gpus.babelstream_array_elements`)."""
 
     spack_package = "babelstream"
     figures = (Figure("triad", "MB/s", column="Triad"),)

@@ -35,9 +35,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval import sizing
-from hpcval.errors import HpcvalError
-from hpcval.figures import Figure
+from hpcval.core.errors import HpcvalError
+from hpcval.core.figures import Figure
+from hpcval.node import sizing
 from hpcval.parsers.hpcg import SUMMARY_NAME_RE, HpcgResult, check_valid, parse_hpcg
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.sizing import SizedTest

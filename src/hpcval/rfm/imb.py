@@ -19,9 +19,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval import physics, tuning
-from hpcval.cpucost import cpu_available_pct, cpu_busy_pct, parse_cpucost
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
+from hpcval.node import physics, tuning
+from hpcval.node.cpucost import cpu_available_pct, cpu_busy_pct, parse_cpucost
 from hpcval.parsers.imb import ImbTable, check_complete, parse_imb
 from hpcval.rfm.base import HpcvalTest
 
@@ -131,7 +131,7 @@ class ImbBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
     def collectives_within_bounds(self, samples: dict[str, list[float]]) -> None:
         """A collective's time below its point-to-point bound over the link the
-        partition states (``extras.link_bw_mbs``) fails (:mod:`hpcval.physics`)."""
+        partition states (``extras.link_bw_mbs``) fails (:mod:`hpcval.node.physics`)."""
         try:
             link = physics.ceiling(self.current_partition.extras, physics.LINK_CEILING_EXTRA)
         except ValueError as err:
@@ -195,7 +195,7 @@ class ImbPingPongBase(ImbBase):
 class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     """One IMB collective run several times in one job, each run under its
     own environment (e.g. an ``I_MPI_ADJUST_*`` setting) and preceded by a
-    ``HPCVAL-ALGORITHM <label>`` line (:func:`hpcval.tuning.parse_labelled_runs`).
+    ``HPCVAL-ALGORITHM <label>`` line (:func:`hpcval.node.tuning.parse_labelled_runs`).
     The first run is IMB with the job's own environment, labelled 0; a final
     check adds the others in :meth:`labelled_runs`."""
 
@@ -243,7 +243,7 @@ class ImbLabelledRunsBase(HpcvalTest, rfm.RunOnlyRegressionTest):
 
 class ImbCpuCostBase(HpcvalTest, rfm.RunOnlyRegressionTest):
     """A blocking 1 MiB stream between two ranks (IMB ``Uniband``), each rank
-    run under ``python -m hpcval.cpucost`` (:mod:`hpcval.cpucost`), ``samples``
+    run under ``python -m hpcval.node.cpucost`` (:mod:`hpcval.node.cpucost`), ``samples``
     times in one job. Figures per run: CPU busy and CPU available (% of a
     core, median over ranks) and the bandwidth reached."""
 
@@ -274,7 +274,7 @@ class ImbCpuCostBase(HpcvalTest, rfm.RunOnlyRegressionTest):
         imb = self.find_program("IMB-MPI1")
         self.executable = sys.executable
         self.executable_opts = [
-            "-m", "hpcval.cpucost", "--", imb, "Uniband", "-npmin", str(self.num_tasks),
+            "-m", "hpcval.node.cpucost", "--", imb, "Uniband", "-npmin", str(self.num_tasks),
             "-msglog", "20:20", "-iter", str(self.repetitions), "-iter_policy", "off",
             "-time", "120",
         ]

@@ -36,14 +36,14 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval import physics, sizing
-from hpcval.errors import HpcvalError
-from hpcval.figures import Figure
+from hpcval.core.errors import HpcvalError
+from hpcval.core.figures import Figure
+from hpcval.core.series import MIN_SAMPLES, median
+from hpcval.node import physics, sizing
 from hpcval.parsers.ior import IorResult, ior_errors, parse_ior_json
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.launch import SHARED_FS_EXTRA
 from hpcval.rfm.sizing import SizedTest
-from hpcval.series import MIN_SAMPLES, median
 
 IOR_DIR_VAR = "HPCVAL_IOR_DIR"
 #: Partition extra naming a directory on the file system under test.
@@ -68,7 +68,7 @@ class IorBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
     time_limit = "10m"
 
     #: Bytes each rank writes (``-b``; IOR size syntax, e.g. ``64m``); unset:
-    #: from the budget and the nodes' memory (:func:`hpcval.sizing.ior`).
+    #: from the budget and the nodes' memory (:func:`hpcval.node.sizing.ior`).
     #:
     #: :type: :class:`str` or :obj:`None`
     block_size = variable(str, type(None), value=None, loggable=True)

@@ -34,7 +34,7 @@ import reframe.utility.sanity as sn
 from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.launchers import JobLauncher
 
-from hpcval.errors import SiteError
+from hpcval.core.errors import SiteError
 from hpcval.rfm import outcome, placement
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -24,7 +24,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
 from hpcval.parsers.omb import OmbResult, check_complete, parse_omb
 from hpcval.rfm.base import HpcvalTest
 

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# what no measurement can be is a fact of the figure vocabulary (hpcval.figures)
-from hpcval.figures import BANDWIDTH_UNITS as BANDWIDTH_UNITS
-from hpcval.figures import DEFAULT_MAX_BANDWIDTH_MBS as DEFAULT_MAX_BANDWIDTH_MBS
-from hpcval.figures import TIME_UNITS as TIME_UNITS
-from hpcval.figures import impossible_figure as impossible_figure
-from hpcval.figures import impossible_figures as impossible_figures
+# what no measurement can be is a fact of the figure vocabulary (hpcval.core.figures)
+from hpcval.core.figures import BANDWIDTH_UNITS as BANDWIDTH_UNITS
+from hpcval.core.figures import DEFAULT_MAX_BANDWIDTH_MBS as DEFAULT_MAX_BANDWIDTH_MBS
+from hpcval.core.figures import TIME_UNITS as TIME_UNITS
+from hpcval.core.figures import impossible_figure as impossible_figure
+from hpcval.core.figures import impossible_figures as impossible_figures
 
 LAUNCH_SCRIPT = "hpcval-launch.sh"
 LAUNCH_STATUS = "hpcval-launch-status"

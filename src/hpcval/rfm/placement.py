@@ -23,7 +23,7 @@ num_tasks_per_node=1`` spreads two ranks over two nodes). The sizing policy
 
 The functions that decide (:func:`node_count`, :func:`ranks_on`,
 :func:`layout`, :func:`fits`) are plain: they take numbers and a
-:class:`hpcval.topology.Topology`, not a test. The others take the test and are
+:class:`hpcval.node.topology.Topology`, not a test. The others take the test and are
 what the mixin's hooks call.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from reframe.core.exceptions import ReframeError
 
-from hpcval import topology
+from hpcval.node import topology
 
 #: The attributes only this module writes, on a test or on its job.
 TASK_ATTRIBUTES = ("num_tasks", "num_tasks_per_node", "num_cpus_per_task")
@@ -160,7 +160,7 @@ def set_tasks(test: Any) -> None:
     if unplaceable(ranks, topo):
         test.skip(f"partition {test.current_partition.fullname}: CPU count unknown, so "
                   f"{test.rank_count or ranks} ranks cannot be placed: give the partition a "
-                  "`processor` in its site config (hpcval.topology.processor_info()) or "
+                  "`processor` in its site config (hpcval.node.topology.processor_info()) or "
                   "enable ReFrame's remote_detect")
     assert ranks is not None
     placed = layout(ranks, nodes, rank_count=test.rank_count,

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hpcval.mpi_abi import mpi_mismatch
+from hpcval.node.mpi_abi import mpi_mismatch
 from hpcval.site import PROVENANCE_EXTRA
 
 
@@ -122,7 +122,7 @@ def find_program(test: Any, name: str, dirs_var: str | None = None,
 
 def skip_other_mpi(test: Any, program: str) -> None:
     """Skip where *program* was linked against another MPI than the
-    programming environment's (:func:`hpcval.mpi_abi.mpi_mismatch`), rather
+    programming environment's (:func:`hpcval.node.mpi_abi.mpi_mismatch`), rather
     than launch it and fail at its first MPI call."""
     mismatch = mpi_mismatch(program, test.current_environ.features)
     test.skip_if(mismatch is not None,

@@ -2,7 +2,7 @@
 
 Plain functions, each called by one hook of :class:`hpcval.rfm.HpcvalTest`:
 the site's references file, loaded and validated once per run
-(:func:`site_references`, by :mod:`hpcval.references`); the check's entry,
+(:func:`site_references`, by :mod:`hpcval.site.references`); the check's entry,
 resolved for its system, partition, environment and parameters
 (:func:`resolve`); a missing reference, or one whose unit differs from the
 figure's, fails the check before the benchmark runs (:func:`apply`) and again
@@ -18,14 +18,13 @@ from typing import Any
 
 from reframe.core.exceptions import ReframeError
 
-from hpcval import checks
-from hpcval import references as refs
-from hpcval.errors import HpcvalError, SiteError
-from hpcval.paths import checks_dir
+from hpcval.core.errors import HpcvalError, SiteError
+from hpcval.core.paths import checks_dir
 from hpcval.rfm import placement
-from hpcval.site import Site
+from hpcval.site import Site, checks
+from hpcval.site import references as refs
 
-#: Set by ``hpcval validate --record`` (see :mod:`hpcval.runner`).
+#: Set by ``hpcval validate --record`` (see :mod:`hpcval.run.runner`).
 RECORD_ENV = "HPCVAL_RECORD"
 
 # Validated references files, keyed by (path, mtime), so that each file is read

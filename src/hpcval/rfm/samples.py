@@ -21,9 +21,9 @@ import reframe.utility.osext as osext
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from hpcval.errors import HpcvalError
+from hpcval.core.errors import HpcvalError
+from hpcval.core.series import median, write_samples, write_series
 from hpcval.rfm import launch, outcome
-from hpcval.series import median, write_samples, write_series
 
 
 def declare_figures(test: Any) -> None:
@@ -58,7 +58,7 @@ def record_samples(test: Any, variable: str, values: list[float], unit: str,
                    better: str) -> None:
     """Store the samples of a judged figure in ``hpcval-samples.json`` (kept
     with the run) with its declared direction ``better`` (``higher``/``lower``,
-    :attr:`hpcval.figures.Figure.direction`)."""
+    :attr:`hpcval.core.figures.Figure.direction`)."""
     try:
         path = write_samples(test.stagedir, variable, values, unit, better)
     except HpcvalError as err:

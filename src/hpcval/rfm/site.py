@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from hpcval.runid import current_run_id
+from hpcval.core.runid import current_run_id
 from hpcval.site import SITE_DIR_EXTRA, Site
 
 Environment = dict[str, Any]
@@ -26,9 +26,9 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
 
     Reports, perflogs, stage and output directories go to the site's results
     store (``var/<site>/``, or ``$HPCVAL_VAR/<site>``), one report, stage and
-    output directory per run id (:func:`hpcval.runid.current_run_id`).
+    output directory per run id (:func:`hpcval.core.runid.current_run_id`).
     ReFrame's own results database is off: hpcval's store
-    (``var/<site>/history.sqlite``, :mod:`hpcval.store`) keeps every run with its
+    (``var/<site>/history.sqlite``, :mod:`hpcval.history.store`) keeps every run with its
     samples and provenance, and is rebuilt from the JSON run reports at any time.
     """
     site = Site.from_dir(site_dir)

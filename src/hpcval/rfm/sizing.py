@@ -1,4 +1,4 @@
-"""The ReFrame side of :mod:`hpcval.sizing`: a mixin that gives a check its
+"""The ReFrame side of :mod:`hpcval.node.sizing`: a mixin that gives a check its
 budget, its node (topology, memory) and records the size it ran at. The node
 and the ranks on it come from the placement policy
 (:mod:`hpcval.rfm.placement`), so a problem is sized for the layout the job runs.
@@ -23,7 +23,7 @@ from typing import Any
 import reframe as rfm
 from reframe.core.builtins import variable
 
-from hpcval import sizing
+from hpcval.node import sizing
 from hpcval.rfm import placement
 
 
@@ -37,7 +37,7 @@ class SizedTest(rfm.RegressionTestPlugin):
     #: :type: :class:`str` or :obj:`None`
     budget = variable(str, type(None), value=None, loggable=True)
 
-    #: The problem size the case ran at, in words (:mod:`hpcval.sizing`).
+    #: The problem size the case ran at, in words (:mod:`hpcval.node.sizing`).
     #:
     #: :type: :class:`str`
     problem_size = variable(str, value="", loggable=True)
@@ -48,7 +48,7 @@ class SizedTest(rfm.RegressionTestPlugin):
     size_reason = variable(str, value="", loggable=True)
 
     def sizing_budget(self) -> str:
-        """The case's budget (:func:`hpcval.sizing.resolve_budget`); a wrong
+        """The case's budget (:func:`hpcval.node.sizing.resolve_budget`); a wrong
         value fails the case naming where it came from."""
         part = self.current_partition
         self.budget = sizing.resolve_budget(

@@ -3,7 +3,7 @@
 STREAM's rule: each of its three arrays must be at least four times the size of
 all last-level caches of the node together, or the figures measure the cache.
 The node's last-level cache comes from its detected topology
-(:attr:`hpcval.topology.Topology.llc_total_bytes`: every instance of the
+(:attr:`hpcval.node.topology.Topology.llc_total_bytes`: every instance of the
 highest cache level, as ReFrame reads them from sysfs or the site config
 states them). The array size is fixed when STREAM is compiled
 (``-DSTREAM_ARRAY_SIZE``), so:
@@ -40,12 +40,12 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpcval import physics, sizing
-from hpcval.figures import Figure
+from hpcval.core.figures import Figure
+from hpcval.core.series import median
+from hpcval.node import physics, sizing
 from hpcval.parsers.stream import KERNELS, StreamResult, check_complete, parse_stream
 from hpcval.rfm.base import HpcvalTest
 from hpcval.rfm.sizing import SizedTest
-from hpcval.series import median
 
 STREAM_DIR_VAR = "HPCVAL_STREAM_DIR"
 STREAM_SRC_VAR = "HPCVAL_STREAM_SRC"

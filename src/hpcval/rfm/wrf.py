@@ -34,8 +34,8 @@ import reframe as rfm
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcval.errors import HpcvalError
-from hpcval.figures import Figure
+from hpcval.core.errors import HpcvalError
+from hpcval.core.figures import Figure
 from hpcval.parsers import wrf
 from hpcval.rfm.base import HpcvalTest
 

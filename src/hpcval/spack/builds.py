@@ -3,7 +3,7 @@
 hpcval never imitates Spack: these helpers run the real ``spack`` command (found
 on ``PATH`` or under ``$SPACK_ROOT``) and read the concrete spec Spack stores in
 each install prefix (``<prefix>/.spack/spec.json``). Import-light: the standard
-library and :mod:`hpcval.paths` only.
+library and :mod:`hpcval.core.paths` only.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import EnvironmentFault, InputError
-from hpcval.paths import project_root
+from hpcval.core.errors import EnvironmentFault, InputError
+from hpcval.core.paths import project_root
 from hpcval.spack.builds import NOT_FOUND, find_spack, run_spack
 from hpcval.spack.venvmpi import VENV_MPI_INCLUDE
 

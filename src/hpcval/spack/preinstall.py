@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import EnvironmentFault
+from hpcval.core.errors import EnvironmentFault
 from hpcval.spack.builds import NOT_FOUND, find_spack, run_spack
 from hpcval.spack.environments import (
     declared_target,

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import InputError
-from hpcval.paths import project_root
+from hpcval.core.errors import InputError
+from hpcval.core.paths import project_root
 
 #: The proxies under ``proxies/`` that Spack builds by version: each has ``VERSION`` and
 #: ``SHA256SUMS`` (the sha256 of every file its build uses), and its package

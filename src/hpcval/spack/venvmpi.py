@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcval.errors import HpcvalError
-from hpcval.paths import project_root
+from hpcval.core.errors import HpcvalError
+from hpcval.core.paths import project_root
 
 #: Generated next to an environment's spack.yaml by ``hpcval spack externals`` (run by
 #: ``make setup``) and git-ignored: the Intel MPI of the PyPI wheels as an external, at this

@@ -2,7 +2,7 @@
 
 Runs as one srun step per node (``python -m hpcval.vet.gpu_probe``), after the
 CPU probe: it finds the node's GPUs with ``nvidia-smi --query-gpu``
-(:func:`hpcval.gpus.query_this_node`), runs BabelStream's CUDA build
+(:func:`hpcval.node.gpus.query_this_node`), runs BabelStream's CUDA build
 (``cuda-stream``) ``samples`` times on each GPU (arrays sized as the
 ``babelstream_triad_check`` sizes them), and where hpcval's ``gpubench`` is
 found, its pinned host-to-device and device-to-host copies and DGEMM on each
@@ -24,8 +24,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from hpcval.errors import HpcvalError
-from hpcval.gpus import babelstream_array_elements, query_this_node
+from hpcval.core.errors import HpcvalError
+from hpcval.node.gpus import babelstream_array_elements, query_this_node
 from hpcval.parsers import babelstream, gpubench
 
 MARKER = "HPCVAL-VET-GPU "

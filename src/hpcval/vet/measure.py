@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval import sizing
-from hpcval.errors import EnvironmentFault, ParseError
+from hpcval.core.errors import EnvironmentFault, ParseError
+from hpcval.core.paths import project_root
+from hpcval.node import sizing
 from hpcval.parsers.cfdio import parse_cfdio
 from hpcval.parsers.imb import parse_imb
-from hpcval.paths import project_root
 from hpcval.vet.probe import MARKER
 from hpcval.vet.schedule import Pair
 from hpcval.vet.sitecfg import VetSite
@@ -43,13 +43,13 @@ class NodeSamples:
     figures: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     audit: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    #: measurement -> the size it ran at and why (:mod:`hpcval.sizing`)
+    #: measurement -> the size it ran at and why (:mod:`hpcval.node.sizing`)
     sizes: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def triad_size(site: VetSite, settings: Settings) -> sizing.Size:
     """The per-node triad's size: one rank whose three arrays are each at least
-    4x the node's last-level cache (:func:`hpcval.sizing.triad`, budget quick), so
+    4x the node's last-level cache (:func:`hpcval.node.sizing.triad`, budget quick), so
     the triad of every node reads its memory, not its caches; ``triad_n`` in the
     settings overrides it."""
     if settings.triad_n is not None:

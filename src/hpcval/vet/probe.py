@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from hpcval.audit import audit, load_expectations
+from hpcval.node.audit import audit, load_expectations
 
 MARKER = "HPCVAL-VET-PROBE "
 

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import InputError, StoreError
-from hpcval.runid import new_run_id
+from hpcval.core.errors import InputError, StoreError
+from hpcval.core.runid import new_run_id
 from hpcval.vet import campaign, measure, report
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpcval.errors import CheckFailed, EnvironmentFault, InputError
+from hpcval.core.errors import CheckFailed, EnvironmentFault, InputError
 
 
 def _require(prog: str) -> str:

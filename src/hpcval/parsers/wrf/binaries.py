@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 # WRF's MPI check is hpcval's (re-exported for hpcval.parsers.wrf)
-from hpcval.mpi_abi import MPI_ABI_BY_FEATURE, linked_mpi_libraries, mpi_mismatch
+from hpcval.node.mpi_abi import MPI_ABI_BY_FEATURE, linked_mpi_libraries, mpi_mismatch
 
 __all__ = ["MPI_ABI_BY_FEATURE", "WRF_DIR_VARIABLE", "find_case_dir", "find_run_dir",
            "linked_mpi_libraries", "mpi_mismatch"]

@@ -7,7 +7,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:

@@ -47,7 +47,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 _TIME = r"\d{4,}-\d\d-\d\d_\d\d:\d\d:\d\d(?:\.\d+)?"
 _MAIN_RE = re.compile(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 from hpcval.parsers.wrf.log import model_seconds
 
 _NML_ENTRY_RE = r"^(?P<lead>\s*{key}\s*=\s*)(?P<value>[^\n!/]*?)(?P<tail>\s*(?:!.*)?)$"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hpcval.errors import ParseError
+from hpcval.core.errors import ParseError
 
 #: Prognostic 3-D/2-D fields compared by default: winds, potential temperature
 #: perturbation, geopotential perturbation, dry-air mass perturbation, vapour.

@@ -1,0 +1,2 @@
+"""One validation run: running ReFrame, its processes and lock, and storing and
+judging what it produced."""

@@ -1,0 +1,387 @@
+"""A run against its history: store it, judge every figure, say what changed.
+
+After ReFrame has run, :func:`store_and_judge` stores the run in the site's
+results store (:mod:`hpcval.history.store`) with its samples and provenance, then
+judges every figure of every passed case against the same figure in the last
+K accepted runs of the same case (:mod:`hpcval.history.judging`, settings in
+``site-configs/<site>/judging.yaml``). The verdicts are stored with the run and
+shown beside the reference bands; ``regressed`` fails the run. A regressed run
+is not accepted into later baselines until a person accepts it
+(``hpcval history accept RUN``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from hpcval.core.errors import HpcvalError, StoreError
+from hpcval.core.fileio import atomic_write
+from hpcval.history.store import HistoryPoint, Store, records_from_report, verdicts_path
+from hpcval.reporting.report import RunReport
+from hpcval.run import procs
+from hpcval.site import Site
+
+#: Outcomes that say nothing is wrong with a figure.
+QUIET = {"pass", "no-baseline"}
+#: Outcomes that fail the run (``unstable`` unless judging.yaml says
+#: ``unstable_fails: false``).
+FAILING = {"regressed", "unstable"}
+#: Outcomes with one terminal line per figure.
+LOUD = ("regressed", "unstable", "improved")
+
+
+@dataclass
+class Judged:
+    """What judging a run produced, for the console, the HTML and the exit code."""
+
+    text: str = ""
+    html_sections: list[str] = field(default_factory=list)
+    regressed: bool = False
+    store_error: HpcvalError | None = None
+    verdicts: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+
+
+def provenance(report: RunReport) -> dict[str, Any]:
+    """Where and on what a run ran, beyond what ReFrame's report says: this
+    host's kernel and machine, and what the site config declares in its
+    partitions' ``extras.provenance`` (e.g. the lab's fabric profile), as
+    the run's checks recorded it (``site_provenance``)."""
+    declared: dict[str, Any] = {}
+    for case in report.cases:
+        recorded = case.raw.get("site_provenance")
+        if isinstance(recorded, dict):
+            declared.update(recorded)
+    return {"kernel": platform.release(), "machine": platform.machine(), **declared}
+
+
+def _verdicts_file(site: Site, run_id: str) -> Path:
+    return verdicts_path(site.report_path(run_id))
+
+
+def window(points: list[HistoryPoint], n: int) -> tuple[list[list[float]], list[int]]:
+    """Samples of the last ``n`` accepted runs of one figure (oldest first: the
+    spread's window, the level from its last K) and the indexes where a new level
+    begins: a run judged ``regressed`` that a person accepted (``hpcval history
+    --accept``) starts one; the spread is pooled within levels."""
+    accepted = [p for p in points if p.accepted and p.measured and p.samples][-n:]
+    starts = [i for i, p in enumerate(accepted) if i > 0 and p.run_result == "regressed"]
+    return [p.samples for p in accepted], starts
+
+
+def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
+    """Samples of the last ``k`` accepted runs of one figure (oldest first):
+    runs not left out of baselines, in which the figure was measured (its case
+    passed, or failed only its reference band)."""
+    accepted = [p for p in points if p.accepted and p.measured and p.samples]
+    return [p.samples for p in accepted[-k:]]
+
+
+def figure_name(case_key: str, variable: str) -> str:
+    """The name judging settings match their globs on:
+    ``<check> [%param=value...]@<system>:<partition>+<environ>/<variable>``."""
+    return f"{case_key}/{variable}"
+
+
+def _as_dict(v: Any, unit: str) -> dict[str, Any]:
+    d = {k: getattr(v, k) for k in ("better", "baseline_median", "current_median", "change",
+                                    "ci_low", "ci_high", "p_value", "p_adjusted", "note",
+                                    "threshold", "baseline_runs", "samples", "family",
+                                    "spread", "spread_runs", "level_runs", "dispersion",
+                                    "ci_level")}
+    d["unit"] = unit
+    if v.needed is not None:
+        d["needed"] = v.needed._asdict()
+    return d
+
+
+def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
+    """Run medians of a figure's accepted history since the last accepted
+    regression, oldest first, this run last (what the sustained rule was
+    measured on: docs/judging.md)."""
+    from statistics import median
+
+    kept = [p for p in points if p.accepted and p.measured and p.samples]
+    # a run judged `regressed` that a person then accepted (`hpcval history
+    # --accept`) is the first run of a new level: the step before it is
+    # acknowledged, so the rule looks only at the runs from there on
+    for i in range(len(kept) - 1, -1, -1):
+        if kept[i].run_result == "regressed":
+            kept = kept[i:]
+            break
+    return [median(p.samples) for p in kept] + [median(current)]
+
+
+def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
+                    ) -> Judged:
+    """Store the run; unless ``record``, judge it and store the verdicts."""
+    judged = Judged()
+    store = Store(site.history_db)
+    run = records_from_report(report, run_id, site.name, provenance(report))
+    try:
+        store.add_run(run)
+    except StoreError as err:
+        judged.store_error = err
+        return judged
+    procs.pause("judging")  # a test hook (HPCVAL_TEST_PAUSE); nothing otherwise
+    if record:
+        judged.text = ("\nRecorded: nothing judged (--record); every figure is stored with "
+                       "its samples in the site's history.\n")
+        return judged
+    from hpcval.history import judging
+
+    try:
+        settings = site.load_judging()
+        figures: dict[str, Any] = {}
+        where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
+        histories = store.history_of((c.key for c in run.cases), before=run_id)
+        for case in run.cases:
+            if case.result != "pass" and case.fail_phase != "performance":
+                continue  # failed before its figures: judged by its failure alone
+            for fig in case.figures:
+                if not fig.samples:
+                    continue
+                name = figure_name(case.key, fig.variable)
+                fs = settings.for_figure(name)
+                hist = histories.get((case.key, fig.variable), [])
+                runs, starts = window(hist, max(fs.spread_runs, fs.k))
+                figures[name] = judging.FigureData(runs, fig.samples, fig.better, fig.unit,
+                                                   starts)
+                where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
+        results = judging.judge_run(figures, settings)
+        # a worse level held over the last runs: Page's CUSUM on each family's
+        # self-started scores (docs/judging.md)
+        sustained = _sustained(judging, figures, where, settings)
+    except StoreError as err:
+        judged.store_error = err
+        return judged
+    for name, verdict in results.items():
+        case_key, variable, unit, hist, current, better = where[name]
+        outcome, detail = verdict.outcome, _as_dict(verdict, unit)
+        if outcome not in ("regressed", "no-baseline"):
+            cp = sustained.get(name)
+            if cp is not None:
+                outcome = "regressed"
+                detail["note"] = (f"sustained: the level moved from {cp['before']:.4g} to "
+                                  f"{cp['after']:.4g} {unit} ({100 * cp['change']:+.1f} %) "
+                                  f"over the last {cp['runs_after']} runs (CUSUM "
+                                  f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
+                                  f"{cp['p']:.2g})")
+                detail["sustained"] = cp
+        judged.verdicts.append((case_key, variable, outcome, detail))
+    failing = FAILING if settings.unstable_fails else {"regressed"}
+    judged.regressed = any(o in failing for _, _, o, _ in judged.verdicts)
+    result = run.result
+    if judged.regressed:
+        result = ("regressed" if any(o == "regressed" for _, _, o, _ in judged.verdicts)
+                  else "unstable")
+    try:
+        store.set_verdicts(run_id, judged.verdicts, result,
+                           accepted=run.accepted and not judged.regressed)
+        atomic_write(_verdicts_file(site, run_id),
+                     json.dumps({"result": result,
+                                 "accepted": run.accepted and not judged.regressed,
+                                 "verdicts": judged.verdicts}, indent=1, default=str),
+                     "writing the run's verdicts")
+    except HpcvalError as err:
+        judged.store_error = err
+    judged.text = verdict_text(judged.verdicts) + _unmatched_text(site, settings, where)
+    # the HTML report draws every figure's row and history from the store
+    # (hpcval.reporting.report.RunHistory): no section of its own here
+    return judged
+
+
+def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
+               settings: Any) -> dict[str, dict[str, Any]]:
+    """Figures of the families whose CUSUM is beyond its limit at this run."""
+    medians = {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}
+    return judging.sustained_families(judging.families(figures, settings), medians, settings)
+
+
+def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
+    """A note for each ``figures:`` glob of judging.yaml that matched no figure of
+    the run (a typo, or a name written as ``<check>/<variable>`` without the
+    parameters and the partition), with one real name to copy."""
+    if not names:
+        return ""
+    return "".join(f"note: {site.judging}: figures: '{pattern}' matches no figure of this "
+                   f"run (figures are named like '{next(iter(names))}')\n"
+                   for pattern in settings.unmatched(names))
+
+
+#: what an interrupted run says after its verdict table
+INTERRUPTED_TEXT = ("\nInterrupted: the figures of the test cases that finished are judged "
+                    "against the site's references only; the run is stored as `interrupted` "
+                    "and never counts in a baseline.\n")
+
+
+def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = False
+                     ) -> Judged:
+    """Store a run stopped by a signal as ``interrupted``, never accepted into
+    baselines (``stored``: it was stored and maybe judged before the signal;
+    its verdicts are kept, its result becomes ``interrupted``). The mark is
+    written beside the run report too, so ``hpcval store rebuild`` keeps it."""
+    judged = Judged(text=INTERRUPTED_TEXT)
+    store = Store(site.history_db)
+    path = _verdicts_file(site, run_id)
+    try:
+        if stored:
+            try:
+                judged.verdicts = [tuple(v) for v in  # type: ignore[misc]
+                                   json.loads(path.read_text()).get("verdicts", [])]
+            except (OSError, ValueError):
+                judged.verdicts = []
+        else:
+            run = records_from_report(report, run_id, site.name, provenance(report))
+            run.result, run.accepted = "interrupted", False
+            store.add_run(run)
+        store.set_verdicts(run_id, judged.verdicts, "interrupted", accepted=False)
+        atomic_write(path, json.dumps({"result": "interrupted", "accepted": False,
+                                       "verdicts": judged.verdicts}, indent=1, default=str),
+                     "writing the run's verdicts")
+    except HpcvalError as err:
+        judged.store_error = err
+    return judged
+
+
+def stored(site: Site, run_id: str, report: RunReport) -> Judged:
+    """The verdicts stored with a run (for ``hpcval report``)."""
+    path = _verdicts_file(site, run_id)
+    judged = Judged()
+    try:
+        data = json.loads(path.read_text())
+        judged.verdicts = [tuple(v) for v in data.get("verdicts", [])]  # type: ignore[misc]
+    except (OSError, ValueError):
+        return judged
+    judged.regressed = any(v[2] == "regressed" for v in judged.verdicts) or (
+        data.get("result") == "unstable")
+    judged.text = verdict_text(judged.verdicts)
+    if data.get("result") == "interrupted":
+        judged.text += INTERRUPTED_TEXT
+    return judged
+
+
+def _num(v: Any) -> str:  # the HTML table's numbers (report.py takes them over)
+    if not isinstance(v, int | float):
+        return "-"
+    mag = abs(v)
+    return f"{v:,.0f}" if mag >= 1000 else f"{v:.1f}" if mag >= 10 else f"{v:.3g}"
+
+
+def _pct(v: Any) -> str:
+    return f"{100 * v:+.1f} %" if isinstance(v, int | float) else "-"
+
+
+def sig3(v: Any) -> str:
+    """A number to 3 significant digits with thousands separators (18,700; 1.41)."""
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+        return "-"
+    if v == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(v)))
+    decimals = max(0, 2 - mag)
+    rounded = round(v, 2 - mag)
+    if rounded != 0 and math.floor(math.log10(abs(rounded))) > mag:  # 9.996 -> 10.0
+        decimals = max(0, decimals - 1)
+    return f"{rounded:,.{decimals}f}"
+
+
+def _signed(v: float) -> str:
+    """A relative change as a signed percentage, 3 significant digits (-24.6)."""
+    return ("+" if v >= 0 else "-") + sig3(abs(100 * v))
+
+
+def _level(v: Any) -> str:
+    text = sig3(100 * v) if isinstance(v, int | float) else "-"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> str:
+    """One line a person reads: what changed, by how much, how sure, which family."""
+    unit = d.get("unit", "")
+    text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
+            f"{sig3(d.get('current_median'))} {unit}".rstrip())
+    if outcome == "unstable" and d.get("dispersion"):
+        disp = d["dispersion"]
+        text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
+                 f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
+    if isinstance(d.get("change"), int | float):
+        text += f", {_signed(d['change'])} %"
+        if isinstance(d.get("ci_low"), int | float) and isinstance(d.get("ci_high"), int | float):
+            text += f" [{_signed(d['ci_low'])} .. {_signed(d['ci_high'])}]"
+            if isinstance(d.get("ci_level"), int | float):
+                text += f" ({_level(d['ci_level'])} %)"
+    if d.get("family"):
+        text += f", family {d['family']}"
+    p = d.get("p_adjusted", d.get("p_value"))
+    if outcome == "unstable" and isinstance(d.get("dispersion"), dict):
+        p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
+    if isinstance(p, int | float):
+        text += f", p={p:.2g}"
+    if d.get("sustained"):
+        text += f"; {d.get('note', '')}"
+    return text
+
+
+def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -> str:
+    """One line per check with inconclusive figures, with the one action that
+    resolves them: a few more runs (the sustained rule judges them together) when
+    that is at most 5, else the threshold one run can resolve at this noise."""
+    names = ", ".join(v for v, _ in items)
+    worse = [abs(d["change"]) for _, d in items if isinstance(d.get("change"), int | float)]
+    span = (f"{sig3(100 * min(worse))}-{sig3(100 * max(worse))} %" if len(worse) > 1
+            else f"{sig3(100 * worse[0])} %" if worse else "beyond the threshold")
+    needed = [d.get("needed") or {} for _, d in items]
+    runs = [n.get("runs") for n in needed]
+    if runs and all(isinstance(r, int) for r in runs) and max(runs) <= 5:
+        action = (f"{max(runs)} more runs at this level resolve it (the sustained rule "
+                  "judges them together)")
+    else:
+        thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
+        action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
+                  "run resolves at this noise)" if thr
+                  else "raise the threshold in judging.yaml")
+    count = f"{len(items)} figure{'s' if len(items) > 1 else ''}"
+    return (f"INCONCLUSIVE {case_key}: {count} ({names}) worse by {span} within the noise; "
+            f"{action}")
+
+
+def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+    """The history verdicts a person reads after ReFrame's log (docs/judging.md):
+    one line per regressed, unstable or improved figure, one per check with
+    inconclusive figures, then one line of counts (the only line on a clean run)."""
+    if not verdicts:
+        return ""
+    counts: dict[str, int] = {}
+    for _, _, outcome, _ in verdicts:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    order = ["regressed", "unstable", "improved", "warn", "inconclusive", "pass", "no-baseline"]
+    summary = ", ".join(f"{counts[o]} {o}" for o in order if o in counts)
+    lines = [describe(k, v, o, d) for o_want in LOUD
+             for k, v, o, d in verdicts if o == o_want]
+    pending: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for k, v, o, d in verdicts:
+        if o == "inconclusive":
+            pending.setdefault(k, []).append((v, d))
+    lines += [_inconclusive_line(k, items) for k, items in pending.items()]
+    return "".join(f"{line}\n" for line in lines) + \
+        f"History verdicts: {summary} (docs/judging.md)\n"
+
+
+def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:
+    """After ``validate --record``: the site's references and host
+    expectations from what this run measured (existing files are backed up)."""
+    from hpcval.history import contract
+
+    omitted: list[str] = []
+    written = contract.write_from_history(site, runs=[run_id], margin=contract.RECORD_MARGIN,
+                                          omitted=omitted)
+    for path in written:
+        print(f"wrote {path} (review it before committing)", file=out)
+    if omitted:
+        print(contract.omitted_note(site, omitted), file=out)
