@@ -252,7 +252,7 @@ def oracle(pools: Pools, level: Sequence[Run], current: Run, alpha: float = 0.05
     from scipy import stats
 
     from hpcval.history.judging import effective_figures, family_name, holm, holm_levels, stouffer
-    from hpcval.history.judging.verdict import MEAN_SHARE
+    from hpcval.history.judging.model import MEAN_SHARE
 
     names = list(pools.figures)
     logs = {n: np.log([median(r["figures"][n]) for r in pools.clean]) for n in names}

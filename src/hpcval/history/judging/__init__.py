@@ -19,24 +19,18 @@ from hpcval.history.judging.changes import (
     sustained_families,
     sustained_run,
 )
-from hpcval.history.judging.settings import FigureSettings, JudgingSettings
-from hpcval.history.judging.verdict import (
-    OUTCOMES,
-    FigureData,
-    FigureVerdict,
-    Needed,
+from hpcval.history.judging.families import (
     adjust,
     effective_figures,
     families,
     family_name,
     holm,
     holm_levels,
-    judge_figure,
-    judge_run,
-    pooled_spread,
     stouffer,
-    summarize,
 )
+from hpcval.history.judging.model import OUTCOMES, FigureData, FigureVerdict, Needed, pooled_spread
+from hpcval.history.judging.settings import FigureSettings, JudgingSettings
+from hpcval.history.judging.verdict import judge_figure, judge_run, summarize
 
 __all__ = [
     "Change",

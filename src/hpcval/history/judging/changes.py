@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from hpcval.core.errors import InputError
+from hpcval.history.judging.families import adjust
+from hpcval.history.judging.model import MAD_TO_SD
 from hpcval.history.judging.settings import FigureSettings, JudgingSettings
-from hpcval.history.judging.verdict import MAD_TO_SD, adjust
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,357 @@
+"""Judging one run's figures against their history.
+
+The model (docs/judging.md). A figure's value in run ``i`` is the median of its
+samples; on the log scale
+
+    m_i = mu + b_i + w_i,   b_i ~ N(0, sigma_b^2)  (between runs: load, placement, cache)
+                            w_i ~ N(0, v_i)        (the median's within-run noise)
+
+Samples inside one run share ``b_i``, so the current run's median is judged
+against the spread of run medians, not against pooled samples:
+
+* the **level** is the mean of the last ``k`` accepted runs' log medians;
+* the **spread** ``s`` (sd of log run medians) comes from the last
+  ``spread_runs`` accepted runs (30 by default), pooled within the levels a
+  person accepted (a new level restarts the mean, not the count), with one
+  outlying run left out (beyond 4.5 robust sds); its degrees of freedom are the
+  runs it came from minus the levels;
+* the current run's own within-run variance ``v_c`` widens the interval when it
+  is larger than the baseline's typical ``v_bar``:
+
+    var_pred = max(s^2 - v_bar, 0) + max(v_c, v_bar) + s^2 / k
+    T = (m_c - level) / sqrt(var_pred)  ~  t(df)  under "no change"
+
+Figures that share a cause form a **family** (by default the figures of one test
+case with the same unit and direction: its bandwidths, its latencies). Each
+family gets one test: the figures' one-sided p-values as normal scores, averaged,
+with the variance of that mean from the family's run-to-run correlation measured
+on the same window (Stouffer's method for correlated tests). Holm corrects
+across the run's families; a figure of a family that moved is ``regressed`` when
+its own test passes at the family's level and it is worse by the threshold. A
+figure whose interval, at the level of the decision, lies wholly beyond the
+threshold is ``regressed`` whatever its family says.
+
+**Stability**: each run's within-run dispersion (MAD of the log samples) is
+judged against the same window's: ``unstable`` when it grew by the factor
+``unstable`` (3x) and significantly (t on the log dispersions, Holm across the
+figures).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from hpcval.core.errors import InputError
+from hpcval.history.judging.settings import FigureSettings
+
+
+def _stats():  # noqa: ANN202 - scipy.stats, imported when a figure is judged
+    """``scipy.stats``, imported on first use: a run whose figures have no
+    baseline yet (every new site) never pays for importing it."""
+    from scipy import stats
+
+    return stats
+
+
+OUTCOMES = ("pass", "regressed", "unstable", "improved", "warn", "inconclusive", "no-baseline")
+BETTER = ("higher", "lower")
+#: Scale factor from the MAD to the standard deviation of a normal distribution.
+MAD_TO_SD = 1.4826
+#: Variance of a sample median relative to the mean's, for normal data (pi/2).
+MEDIAN_EFFICIENCY = math.pi / 2
+#: A run whose median lies further than this many sds of the other runs from its
+#: level is left out of the spread (one bad run must not widen every later interval).
+OUTLIER_SDS = 4.5
+#: Variance of log(MAD) of n normal samples is about this / n (the MAD's 37 %
+#: efficiency): the floor of the dispersion test's spread.
+LOG_MAD_VAR = 1.35
+#: Share of a family's level given to the averaged test; the rest goes to its
+#: smallest figure alone (a cause that moves one figure far).
+MEAN_SHARE = 0.8
+#: Units of time and of rate: the default family names.
+TIME_UNITS = ("s", "ms", "us", "ns", "µs", "min", "h")
+
+
+class Needed(NamedTuple):
+    """What would resolve the threshold at this noise (``None``: no amount would).
+
+    ``runs``: consecutive runs at this level to combine, judged against a
+    baseline of at least as many runs (what the sustained-change rule does);
+    ``baseline_runs``: K for a single run to resolve it; ``samples``: samples
+    per run for a single run (``None`` when the between-run spread alone is too
+    wide: more samples cannot help, only more runs); ``threshold``: the smallest
+    change one run resolves at this noise (the threshold to set instead)."""
+
+    runs: int | None
+    baseline_runs: int | None
+    samples: int | None
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class FigureVerdict:
+    """The verdict on one figure of one run."""
+
+    outcome: str
+    better: str
+    baseline_median: float | None
+    current_median: float | None
+    #: relative change current / baseline - 1 (negative: smaller value)
+    change: float | None
+    #: interval of ``change`` at ``ci_level`` (the level the decision used)
+    ci_low: float | None
+    ci_high: float | None
+    #: the figure's own one-sided p-value in the direction of the change, and
+    #: its family's p after the correction across the run's families
+    p_value: float | None
+    p_adjusted: float | None
+    #: what would resolve the threshold (filled unless no-baseline)
+    needed: Needed | None
+    note: str
+    threshold: float
+    baseline_runs: int
+    samples: int
+    #: the family the figure was judged in ("" when alone)
+    family: str = ""
+    #: run-to-run spread (sd of log run medians) and the runs it came from
+    spread: float | None = None
+    spread_runs: int = 0
+    #: runs the level came from (the last k)
+    level_runs: int = 0
+    #: within-run log-MAD: {"current", "baseline", "ratio"}
+    dispersion: dict[str, float] | None = None
+    #: confidence level of [ci_low, ci_high]
+    ci_level: float | None = None
+
+    @property
+    def worse_by(self) -> float | None:
+        """The change in the figure's worse direction (positive: worse)."""
+        if self.change is None:
+            return None
+        return -self.change if self.better == "higher" else self.change
+
+
+class FigureData(NamedTuple):
+    """One figure of a run as ``judge_run`` takes it.
+
+    ``baseline_runs``: samples of the accepted runs of the spread window (the
+    last ``spread_runs``), oldest first; the level comes from the last ``k``.
+    ``level_starts``: indexes into ``baseline_runs`` where a new level a person
+    accepted begins (the spread is pooled within levels). ``unit`` groups the
+    default families."""
+
+    baseline_runs: Sequence[Sequence[float]]
+    current: Sequence[float]
+    better: str
+    unit: str = ""
+    level_starts: Sequence[int] = ()
+
+
+@dataclass(frozen=True)
+class _Assessment:
+    """Test statistics before the decision (the correction needs all figures)."""
+
+    better: str
+    settings: FigureSettings
+    scale: str  # "log" or "linear"
+    base_level: float
+    cur_level: float
+    diff: float  # cur - base on the scale
+    se: float  # sqrt(var_pred)
+    df: int
+    p_worse: float
+    p_better: float
+    between_var: float
+    within_var_current: float
+    baseline_runs: int
+    samples: int
+    baseline_median: float
+    current_median: float
+    spread: float
+    spread_runs: int
+    #: log run medians of the window (for the family's correlation), oldest first
+    medians: tuple[float, ...] = ()
+    #: dispersion test: (current, baseline typical, ratio, one-sided p)
+    dispersion: tuple[float, float, float, float] | None = None
+    family: str = ""
+
+
+def _check_values(values: Sequence[float], what: str) -> np.ndarray:
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        raise InputError(f"{what}: no samples; a judged figure needs at least one")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"{what}: samples must be finite numbers, got {values!r}")
+    return arr
+
+
+def _mad_sd(x: np.ndarray) -> float:
+    return MAD_TO_SD * float(np.median(np.abs(x - np.median(x))))
+
+
+def _median_var(x: np.ndarray) -> float:
+    """Variance of the median of ``x`` (robust: from the MAD); nan if < 2 samples."""
+    if x.size < 2:
+        return math.nan
+    sd = _mad_sd(x)
+    if sd == 0.0:
+        sd = float(np.std(x, ddof=1))
+    return MEDIAN_EFFICIENCY * sd * sd / x.size
+
+
+def pooled_spread(medians: Sequence[float], level_starts: Sequence[int] = ()
+                  ) -> tuple[float, int, int]:
+    """Run-to-run spread of ``medians`` (log run medians, oldest first): the sd of
+    their deviations from the mean of their level (levels begin at
+    ``level_starts``), leaving out one run beyond ``OUTLIER_SDS`` sds of the others
+    when there are at least 10. Returns ``(sd, degrees of freedom, runs used)``;
+    ``(nan, 0, n)`` when no level has two runs."""
+    x = np.asarray(medians, dtype=float)
+    edges = sorted({0, *[i for i in level_starts if 0 < i < x.size], x.size})
+    segments = [x[a:b] for a, b in zip(edges, edges[1:], strict=False) if b - a >= 2]
+    if not segments:
+        return math.nan, 0, int(x.size)
+    dev = np.concatenate([s - s.mean() for s in segments])
+    df = dev.size - len(segments)
+    if dev.size >= 10:
+        worst = int(np.argmax(np.abs(dev)))
+        # the sd of the other runs (a MAD from few runs is too rough: it left out
+        # plain runs of normal data)
+        rest = (float(np.sum(dev * dev)) - float(dev[worst]) ** 2) / max(df - 1, 1)
+        if rest > 0 and abs(dev[worst]) > OUTLIER_SDS * math.sqrt(rest):
+            # leave that run out and re-centre its level
+            keep = np.ones(x.size, dtype=bool)
+            owner = np.concatenate([np.arange(a, b) for a, b in zip(edges, edges[1:],
+                                                                     strict=False)
+                                    if b - a >= 2])
+            keep[owner[worst]] = False
+            segs = [x[a:b][keep[a:b]] for a, b in zip(edges, edges[1:], strict=False)]
+            segs = [s for s in segs if s.size >= 2]
+            dev = np.concatenate([s - s.mean() for s in segs])
+            df = dev.size - len(segs)
+    if df < 1:
+        return math.nan, 0, int(dev.size)
+    return math.sqrt(float(np.sum(dev * dev)) / df), df, int(dev.size)
+
+
+def _dispersion(x: np.ndarray) -> float | None:
+    """Within-run dispersion: the MAD of the (log) samples as an sd; None if < 3."""
+    if x.size < 3:
+        return None
+    return _mad_sd(x)
+
+
+def _dispersion_test(cur: np.ndarray, runs: list[np.ndarray], fs: FigureSettings
+                     ) -> tuple[float, float, float, float] | None:
+    """(current, baseline typical, ratio, one-sided p of growth) or None."""
+    dc = _dispersion(cur)
+    base = [d for d in (_dispersion(r) for r in runs) if d is not None]
+    if dc is None or len(base) < 3:
+        return None
+    # a dispersion below the practical threshold counts as the threshold: samples
+    # scattered by less than what matters are not unstable, however much less they
+    # scattered before (the lab's clean bw_4MiB: 0.13-11 % in 20 runs)
+    floor = max(fs.min_spread, fs.threshold, 1e-12)
+    logs = np.log(np.maximum(base, floor))
+    typical = float(np.exp(np.median(logs)))
+    ratio = max(dc, floor) / max(typical, floor)
+    sd = max(float(np.std(logs, ddof=1)), math.sqrt(LOG_MAD_VAR / cur.size))
+    t = (math.log(max(dc, floor)) - float(np.mean(logs))) / (sd * math.sqrt(1 + 1 / len(logs)))
+    p = float(_stats().t.sf(t, len(logs) - 1))
+    return dc, typical, ratio, p
+
+
+def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | None:
+    better = data.better
+    if better not in BETTER:
+        raise InputError(f"{name}: better: '{better}' must be 'higher' or 'lower'")
+    cur = _check_values(data.current, f"{name}: current run")
+    starts = list(data.level_starts)
+    runs = []
+    for i, r in enumerate(data.baseline_runs):
+        if len(r) > 0:
+            runs.append(_check_values(r, f"{name}: baseline run {i}"))
+        else:  # an empty run is no run: later level starts move back by one
+            starts = [s - 1 if s > len(runs) else s for s in starts]
+    window = max(fs.spread_runs, fs.k)
+    cut = max(len(runs) - window, 0)
+    runs = runs[cut:]
+    starts = [s - cut for s in starts if s - cut > 0]
+    if len(runs) < fs.k:
+        return None
+    level_runs = runs[-fs.k:]
+    positive = bool(np.all(cur > 0) and all(np.all(r > 0) for r in runs))
+    scale = "log" if positive else "linear"
+    tr = np.log if positive else (lambda a: a)
+    medians = np.array([float(np.median(tr(r))) for r in runs])
+    level_medians = medians[-fs.k:]
+    base = float(np.mean(level_medians))
+    spread, df, used = pooled_spread(medians, starts)
+    if math.isnan(spread):  # every level has one run: fall back to the last k runs
+        spread, df, used = float(np.std(level_medians, ddof=1)), fs.k - 1, fs.k
+    spread2 = spread * spread
+    if not positive:  # the floor is relative: on a linear scale relative to the level
+        floor = (fs.min_spread * abs(base)) ** 2
+    else:
+        floor = fs.min_spread ** 2
+    within = [_median_var(tr(r)) for r in runs]
+    within = [v for v in within if not math.isnan(v)]
+    v_bar = float(np.mean(within)) if within else 0.0
+    # The current run's within-run variance can widen the interval, never narrow it:
+    # from 5 samples it is too rough to trust a small value (lab: bw_256KiB).
+    v_cur = _median_var(tr(cur))
+    v_cur = v_bar if math.isnan(v_cur) else max(v_cur, v_bar)
+    spread2 = max(spread2, floor, v_bar)
+    between = max(spread2 - v_bar, 0.0)
+    k = len(level_runs)
+    var_pred = between + v_cur + spread2 / k
+    se = math.sqrt(var_pred)
+    cur_level = float(np.median(tr(cur)))
+    diff = cur_level - base
+    df = max(int(df), 1)
+    tstat = diff / se
+    # worse: smaller for higher-better figures, larger for lower-better
+    p_lower = float(_stats().t.cdf(tstat, df))
+    p_higher = float(_stats().t.sf(tstat, df))
+    p_worse, p_better = (p_lower, p_higher) if better == "higher" else (p_higher, p_lower)
+    inv = np.exp if positive else (lambda a: a)
+    disp = None
+    if fs.unstable > 0:
+        rel = (lambda a: np.log(a)) if positive else (lambda a: a / abs(base) if base else a)
+        disp = _dispersion_test(rel(cur), [rel(r) for r in runs], fs)
+    return _Assessment(
+        better=better, settings=fs, scale=scale, base_level=base, cur_level=cur_level,
+        diff=diff, se=se, df=df, p_worse=p_worse, p_better=p_better, between_var=between,
+        within_var_current=v_cur, baseline_runs=k, samples=int(cur.size),
+        baseline_median=float(inv(base)), current_median=float(np.median(cur)),
+        spread=math.sqrt(spread2) if positive else math.sqrt(spread2) / (abs(base) or 1.0),
+        spread_runs=used, medians=tuple(float(m) for m in medians), dispersion=disp,
+    )
+
+
+def _relative(a: _Assessment, diff: float) -> float:
+    if a.scale == "log":
+        return math.expm1(min(diff, 700.0))
+    return diff / abs(a.base_level) if a.base_level != 0 else math.inf
+
+
+def _threshold_on_scale(a: _Assessment, thr: float | None = None) -> float:
+    """The practical threshold as a (positive) difference on the judged scale, in
+    the worse direction: -5 % for a higher-better figure is log(0.95)."""
+    thr = a.settings.threshold if thr is None else thr
+    if a.scale == "log":
+        return -math.log1p(-min(thr, 0.999999)) if a.better == "higher" else math.log1p(thr)
+    return thr * abs(a.base_level)
+
+
+def _threshold_better(a: _Assessment) -> float:
+    """The threshold in the better direction on the judged scale."""
+    thr = a.settings.threshold
+    if a.scale == "log":
+        return math.log1p(thr) if a.better == "higher" else -math.log1p(-min(thr, 0.999999))
+    return thr * abs(a.base_level)
