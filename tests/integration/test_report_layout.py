@@ -22,7 +22,8 @@ from history_maker import Change, make_history, many_cases
 
 from hpcval.history.store import Store
 from hpcval.reporting import trend, trendpage
-from hpcval.reporting.report import RunHistory, check_areas, load_run_report, write_html
+from hpcval.reporting.htmlreport import write_html
+from hpcval.reporting.report import RunHistory, check_areas, load_run_report
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)

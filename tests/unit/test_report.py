@@ -7,7 +7,8 @@ import json
 import pytest
 
 from hpcval.core.errors import HpcvalError
-from hpcval.reporting.report import load_run_report, num, render_html, verdict_table, write_html
+from hpcval.reporting.htmlreport import render_html, write_html
+from hpcval.reporting.report import load_run_report, num, verdict_table
 
 
 def run_report(tmp_path, testcases):
@@ -154,7 +155,8 @@ def test_reading_reports_imports_neither_reframe_nor_matplotlib(tmp_path):
     data["runs"][0]["testcases"][0]["outputdir"] = str(tmp_path / "out")
     path.write_text(json.dumps(data))
     code = ("import sys; "
-            "from hpcval.reporting.report import load_run_report, verdict_table, render_html; "
+            "from hpcval.reporting.report import load_run_report, verdict_table; "
+            "from hpcval.reporting.htmlreport import render_html; "
             f"r = load_run_report({str(path)!r}); verdict_table(r); "
             "assert '<polyline' in render_html(r); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -10,13 +10,8 @@ import re
 import pytest
 from history_maker import Change, make_history
 
-from hpcval.reporting.report import (
-    RunHistory,
-    figure_rows,
-    load_run_report,
-    render_html,
-    verdict_table,
-)
+from hpcval.reporting.htmlreport import render_html
+from hpcval.reporting.report import RunHistory, figure_rows, load_run_report, verdict_table
 from hpcval.run.runner import republish
 
 BROKEN = [Change("stream_check", "triad", 0.7),

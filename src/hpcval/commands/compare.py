@@ -12,7 +12,7 @@ from hpcval.history.compare import (
     comparison_text,
     parse_range,
 )
-from hpcval.reporting.report import write_html
+from hpcval.reporting.htmlreport import write_html
 from hpcval.site import Site
 
 

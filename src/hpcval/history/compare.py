@@ -292,7 +292,7 @@ def _plot(s: SeriesComparison, low: int | None, high: int | None,
 
 
 def comparison_html_section(comp: Comparison) -> str:
-    """An HTML section (for :func:`hpcval.reporting.report.render_html`'s ``extra_sections``):
+    """An HTML section (for :func:`hpcval.reporting.htmlreport.render_html`'s ``extra_sections``):
     the per-size table and a plot of A, B and the change, for every series."""
     esc = html.escape
     labels = (f"A {comp.a.session.get('time_start', '')}".strip(),

@@ -10,6 +10,7 @@ import statistics
 from statistics import median
 from typing import Any
 
+from hpcval.reporting import htmlreport as hr
 from hpcval.reporting import report as rp
 from hpcval.reporting.trend import Series, pct
 
@@ -107,7 +108,7 @@ def dashboard(series: list[Series], site: str, store: Any = None,
             if lo is not None or hi is not None:
                 band_list.append((lo, hi, "#2ca02c", "contract band"))
         area = rp.area_of(check, None, areas)
-        views.append(rp.FigureView(
+        views.append(hr.FigureView(
             s.variable, s.case_key, s.unit, rp.num(medians[-1] if medians else None), band,
             hband, change, outcome, s, band_list, perf is not None and outcome != "FAIL"
             and perf.result != "fail" and rp.loose_band(perf, s.better, spread),
@@ -120,7 +121,7 @@ def dashboard(series: list[Series], site: str, store: Any = None,
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
-        f"<title>hpcval trends {esc(site)}</title><style>{rp.PAGE_CSS}"
+        f"<title>hpcval trends {esc(site)}</title><style>{hr.PAGE_CSS}"
         ".filters{display:flex;flex-wrap:wrap;gap:.5em 1em;margin:.5em 0}"
         ".filters select,.filters input{max-width:100%;font:inherit}</style></head><body>",
         f"<h1>Trends of site {esc(site)}</h1>",
@@ -145,7 +146,7 @@ def dashboard(series: list[Series], site: str, store: Any = None,
     parts.append("<label>name <input id='q' type='search' oninput='hpcvalFilter()'></label>"
                  f"<span><span id='shown'>{len(views)}</span> of {len(views)} shown</span>"
                  "</div>")
-    parts.append(rp.figure_list_html(views, "figs-all", sortable=True))
+    parts.append(hr.figure_list_html(views, "figs-all", sortable=True))
     if single:
         parts.append(f"<h2 id='single'>Measured in one run only ({len(single)})</h2>"
                      "<table><tr><th>case</th><th>figure</th><th>value</th><th>run</th></tr>")
@@ -155,5 +156,5 @@ def dashboard(series: list[Series], site: str, store: Any = None,
                          f"<td class='num'>{esc(rp.num(value))} {esc(s.unit)}</td>"
                          f"<td>{esc(s.points[0].run_id if s.points else '-')}</td></tr>")
         parts.append("</table>")
-    parts.append(f"<script>{rp.PAGE_JS}{_FILTER_JS}</script></body></html>")
+    parts.append(f"<script>{hr.PAGE_JS}{_FILTER_JS}</script></body></html>")
     return "".join(parts)

@@ -49,13 +49,8 @@ from hpcval.core.errors import (
 from hpcval.core.fileio import atomic_write, os_fault
 from hpcval.core.runid import ENV as RUN_ID_ENV
 from hpcval.core.runid import new_run_id
-from hpcval.reporting.report import (
-    RunHistory,
-    RunReport,
-    load_run_report,
-    verdict_table,
-    write_html,
-)
+from hpcval.reporting.htmlreport import write_html
+from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verdict_table
 from hpcval.run.lock import site_lock
 from hpcval.run.procs import RunStopper
 from hpcval.site import Site
