@@ -18,8 +18,7 @@ from hpcval.core.series import write_samples
 from hpcval.history.compare import _compare_case
 from hpcval.history.store import records_from_report
 from hpcval.reporting.report import CaseResult, PerfValue, Row, RunReport
-from hpcval.site import checks
-from hpcval.site import references as refs
+from hpcval.site import checks, refresolve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +66,7 @@ def test_store_compare_capture_and_report_use_the_declared_direction(
     assert stored.better == fig.direction
     (compared,) = _compare_case(case, case)
     assert compared.lower_is_better == (fig.direction == "lower")
-    captured = refs.capture(report, 0.2, None)[check]["impi"][fig.name]
+    captured = refresolve.capture(report, 0.2, None)[check]["impi"][fig.name]
     worse_side = (None, 0.2) if fig.direction == "lower" else (-0.2, None)
     assert tuple(captured[1:3]) == worse_side
     # the report of a run with no history yet: the direction stored with the samples
@@ -86,7 +85,7 @@ def test_old_data_without_a_stored_direction(tmp_path: Path) -> None:
     report = RunReport(tmp_path / "run-report.json", {}, [case])
     stored = records_from_report(report, "r0", "lab").cases[0].figures
     assert [(f.variable, f.better) for f in stored] == [("lat_8B", "lower")]
-    captured = refs.capture(report, 0.2, None)["old_check"]["impi"]
+    captured = refresolve.capture(report, 0.2, None)["old_check"]["impi"]
     assert captured == {"lat_8B": [2.0, None, 0.2, "us"],
                         "tuned_vs_default": [97.0, -0.2, 0.2, "%"]}
     compared = {c.column: c for c in _compare_case(case, case)}

@@ -7,6 +7,7 @@ import pytest
 from hpcval.core.errors import ReferencesError
 from hpcval.reporting.report import CaseResult, PerfValue, RunReport
 from hpcval.site import references as refs
+from hpcval.site import refresolve
 
 KNOWN = {"imb_pingpong_check", "osu_bw_check"}
 
@@ -39,10 +40,10 @@ def test_good_file_loads(tmp_path):
     entry = ref_file.entry("imb_pingpong_check")
     assert entry.index == ("$environ", "cache")
     attrs = {"$environ": "impi", "cache": "cold"}
-    got = refs.resolve(entry, ref_file.path, attrs.__getitem__, "local", "default")
+    got = refresolve.resolve(entry, ref_file.path, attrs.__getitem__, "local", "default")
     assert got == {"lat_0B": refs.Reference(3.0, -0.5, 0.5, "us")}
     attrs = {"$environ": "openmpi", "cache": "warm"}
-    got = refs.resolve(entry, ref_file.path, attrs.__getitem__, "local", "default")
+    got = refresolve.resolve(entry, ref_file.path, attrs.__getitem__, "local", "default")
     assert got["bw_1MiB"].bounds() == (4000.0, None)
     assert got["lat_0B"].bounds() == (None, 3.0)
 
@@ -50,9 +51,9 @@ def test_good_file_loads(tmp_path):
 def test_scopes_merge_like_reframe(tmp_path):
     ref_file = refs.load_references(write(tmp_path, GOOD), KNOWN)
     entry = ref_file.entry("osu_bw_check")
-    here = refs.resolve(entry, ref_file.path, {}.__getitem__, "local", "default")
+    here = refresolve.resolve(entry, ref_file.path, {}.__getitem__, "local", "default")
     assert here["bw"].xfail == "known slow NIC" and here["bw"].value == 50
-    there = refs.resolve(entry, ref_file.path, {}.__getitem__, "lab", "compute")
+    there = refresolve.resolve(entry, ref_file.path, {}.__getitem__, "lab", "compute")
     assert there["bw"].value == 100 and there["bw"].xfail is None
 
 
@@ -114,14 +115,14 @@ def test_integer_index_keys_must_not_be_quoted(tmp_path):
     entry = ref_file.entry("imb_pingpong_check")
     with pytest.raises(ReferencesError, match=r"key '2' is a string but num_tasks is int 2: "
                                               r"write it without quotes"):
-        refs.resolve(entry, ref_file.path, {"num_tasks": 2}.__getitem__, "s", "p")
+        refresolve.resolve(entry, ref_file.path, {"num_tasks": 2}.__getitem__, "s", "p")
 
 
 def test_string_index_keys_must_be_quoted(tmp_path):
     text = "imb_pingpong_check:\n  $index: [variant]\n  8:\n    lat_0B: [1.0, null, 0.5, us]\n"
     ref_file = refs.load_references(write(tmp_path, text), KNOWN)
     with pytest.raises(ReferencesError, match=r"key 8 is a int but variant is the string '8'"):
-        refs.resolve(ref_file.entry("imb_pingpong_check"), ref_file.path,
+        refresolve.resolve(ref_file.entry("imb_pingpong_check"), ref_file.path,
                      {"variant": "8"}.__getitem__, "s", "p")
 
 
@@ -130,7 +131,7 @@ def test_unmatched_index_value_lists_the_keys(tmp_path):
     attrs = {"$environ": "impi", "cache": "lukewarm"}
     with pytest.raises(ReferencesError, match=r"imb_pingpong_check.impi: no reference for "
                                               r"cache='lukewarm' \(keys here: 'cold'\)"):
-        refs.resolve(ref_file.entry("imb_pingpong_check"), ref_file.path, attrs.__getitem__,
+        refresolve.resolve(ref_file.entry("imb_pingpong_check"), ref_file.path, attrs.__getitem__,
                      "local", "default")
 
 
@@ -138,7 +139,7 @@ def test_no_scope_applies(tmp_path):
     text = "osu_bw_check:\n  'lab:compute':\n    bw: [1, -0.1, null, MB/s]\n"
     ref_file = refs.load_references(write(tmp_path, text), KNOWN)
     with pytest.raises(ReferencesError, match=r"no scope applies to local:default"):
-        refs.resolve(ref_file.entry("osu_bw_check"), ref_file.path, {}.__getitem__,
+        refresolve.resolve(ref_file.entry("osu_bw_check"), ref_file.path, {}.__getitem__,
                      "local", "default")
 
 
@@ -188,7 +189,7 @@ def test_capture_keeps_index_and_unbounded_sides(tmp_path):
               [PerfValue("rate", 1234.5678, None, None, None, "op/s", "pass")]),
     ])
     report.cases[1].raw["size"] = 8
-    data = refs.capture(report, 0.25, existing)
+    data = refresolve.capture(report, 0.25, existing)
     assert data["imb_pingpong_check"]["$index"] == ["$environ", "cache"]
     assert data["imb_pingpong_check"]["impi"]["cold"]["lat_0B"] == [2.5, -0.25, 0.25, "us"]
     # an entry whose side was unbounded stays unbounded on that side
@@ -197,7 +198,7 @@ def test_capture_keeps_index_and_unbounded_sides(tmp_path):
     assert data["brand_new_check"] == {"$index": ["$environ", "size"],
                                        "impi": {8: {"rate": [1234.57, -0.25, None, "op/s"]}}}
     assert "osu_bw_check" in data  # checks absent from the run are kept
-    out = write(tmp_path, refs.dump_references(data, "# header\n"), "captured.yaml")
+    out = write(tmp_path, refresolve.dump_references(data, "# header\n"), "captured.yaml")
     assert "lat_0B: [2.5, -0.25, 0.25, us]" in out.read_text()
     again = refs.load_references(out)
     assert again.entries["brand_new_check"].data["impi"][8]["rate"][0] == 1234.57
@@ -205,9 +206,9 @@ def test_capture_keeps_index_and_unbounded_sides(tmp_path):
 
 def test_capture_rejects_silly_tolerance():
     with pytest.raises(ReferencesError, match="between 0 and 1"):
-        refs.capture(_report([]), 25, None)
+        refresolve.capture(_report([]), 25, None)
 
 
 def test_capture_skips_cases_without_trustworthy_figures():
     report = _report([_case("imb_pingpong_check %cache=warm", "impi", [], result="fail")])
-    assert refs.capture(report, 0.1, None) == {}
+    assert refresolve.capture(report, 0.1, None) == {}

@@ -11,7 +11,7 @@ from hpcval.core.fileio import atomic_write, keep_backup
 from hpcval.history import contract
 from hpcval.reporting.report import load_run_report
 from hpcval.run.runner import latest_report
-from hpcval.site import Site
+from hpcval.site import Site, refresolve
 from hpcval.site import references as refs
 
 
@@ -74,7 +74,7 @@ def _capture(args: argparse.Namespace) -> int:
         if not args.write:
             data = contract.references_from_history(site, args.runs, margin=margin,
                                                     omitted=omitted)
-            sys.stdout.write(refs.dump_references(data))
+            sys.stdout.write(refresolve.dump_references(data))
         else:
             for path in contract.write_from_history(site, args.runs, margin=margin,
                                                     omitted=omitted):
@@ -98,14 +98,14 @@ def _capture(args: argparse.Namespace) -> int:
     report_path = args.run_report or latest_report(site)
     report = load_run_report(report_path)
     try:
-        data = refs.capture(report, args.tolerance, existing)
+        data = refresolve.capture(report, args.tolerance, existing)
     except ReferencesError as err:
         raise ReferencesError(str(report_path), err.key, err.reason) from None
     header = (f"# References of site {args.site!r}, captured by `hpcval references capture "
               f"--tolerance {args.tolerance}`\n# from {report_path}\n# (host "
               f"{report.session.get('hostname')}, run {report.session.get('time_start')}). "
               "Review before committing.\n# Format: docs/references.md\n\n")
-    text = refs.dump_references(data, header)
+    text = refresolve.dump_references(data, header)
     if not args.write:
         sys.stdout.write(text)
         return 0

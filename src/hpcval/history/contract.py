@@ -32,7 +32,7 @@ import yaml
 from hpcval.core.errors import InputError
 from hpcval.core.fileio import atomic_write, keep_backup
 from hpcval.history.store import Store
-from hpcval.site import Site
+from hpcval.site import Site, refresolve
 from hpcval.site import references as refs
 
 DEFAULT_MARGIN = 0.5
@@ -90,7 +90,7 @@ def _case_rows(store: Store, runs: list[str] | None) -> list[dict[str, Any]]:
 def references_from_history(site: Site, runs: list[str] | None = None, last: int = 20,
                             margin: float = DEFAULT_MARGIN,
                             omitted: list[str] | None = None) -> dict[str, Any]:
-    """References data (as :func:`hpcval.site.references.dump_references` takes) for
+    """References data (as :func:`hpcval.site.refresolve.dump_references` takes) for
     every check in the selected runs (default: the last ``last`` accepted
     runs of each case); entries of checks not in them are kept as they are, and
     so are the cases of a check that the runs did not measure, where the
@@ -223,7 +223,7 @@ def write_from_history(site: Site, runs: list[str] | None = None,
               f"# Reference: median of the runs' medians. Band: one-sided, the worst sample "
               f"seen with a margin of {margin:g}\n# (docs/references.md). Review before "
               "committing.\n\n")
-    text = refs.dump_references(data, header)
+    text = refresolve.dump_references(data, header)
     refs.load_references_text(text, site.references)  # never install what hpcval can't read
     keep_backup(site.references)
     written.append(atomic_write(site.references, text, "writing references"))

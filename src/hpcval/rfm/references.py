@@ -21,7 +21,7 @@ from reframe.core.exceptions import ReframeError
 from hpcval.core.errors import HpcvalError, SiteError
 from hpcval.core.paths import checks_dir
 from hpcval.rfm import placement
-from hpcval.site import Site, checks
+from hpcval.site import Site, checks, refresolve
 from hpcval.site import references as refs
 
 #: Set by ``hpcval validate --record`` (see :mod:`hpcval.run.runner`).
@@ -102,7 +102,7 @@ def resolve(test: Any, base: type) -> dict[str, refs.Reference]:
     try:
         ref_file = site_references(test, base)
         entry = ref_file.entry(name, bases)
-        resolved = refs.resolve(
+        resolved = refresolve.resolve(
             entry, ref_file.path, lambda a: attribute(test, a),
             test.current_system.name, test.current_partition.name,
         )

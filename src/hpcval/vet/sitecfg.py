@@ -8,7 +8,7 @@ the Intel MPI environment's variables from it (on the lab: PMI2 library,
 ``FI_PROVIDER=tcp``, ``FI_TCP_IFACE=lab0``, ``I_MPI_WAIT_MODE=1``), so vetting
 runs MPI exactly as the checks do. Its references are the checks' own,
 resolved for the case vetting measures as a run resolves them
-(:func:`hpcval.site.references.resolve`).
+(:func:`hpcval.site.refresolve.resolve`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from hpcval.core.errors import ReferencesError, SiteError
 from hpcval.node import sizing, topology
 from hpcval.site import Site
-from hpcval.site.references import resolve
+from hpcval.site.refresolve import resolve
 from hpcval.vet.judge import FIGURES
 
 #: Where the site's references for the vetting figures live: figure -> (check,
