@@ -1,5 +1,6 @@
-"""The package's layering: no import circle among hpcval modules, and the
-statistics (``hpcval.history.judging``) import nothing above them.
+"""The package's layering: no import circle among hpcval modules, each package
+imports only its own floor and those below (:data:`FLOORS`), and the statistics
+(``hpcval.history.judging``) stand on the ground floor (``hpcval.core``) alone.
 
 Every ``import`` is counted, at module level or inside a function: a lazy
 import that closes a circle is still a circle (it only moves the failure to
@@ -16,9 +17,31 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: test fails on a new circle and on one that is gone but still listed.
 KNOWN_CIRCLES: set[frozenset[str]] = set()
 
-#: The ground floor judging may stand on: modules that import nothing of hpcval
-#: but each other.
-GROUND = {"hpcval.core.errors", "hpcval.core.yamlio", "hpcval.core.figures"}
+#: The ground floor (``hpcval.core``) judging may stand on: modules that import
+#: nothing of hpcval but each other.
+GROUND = {f"hpcval.core.{f.stem}" for f in SRC.joinpath("hpcval", "core").glob("*.py")
+          if f.stem != "__init__"} | {"hpcval.core"}
+
+#: The floors of the packages, as their imports stand: a package imports only
+#: its own floor and those below it (a module belongs to the longest package
+#: name it starts with). A new package needs a floor here.
+FLOORS = {
+    "hpcval.core": 0,             # errors, YAML and files, figures, series, run ids, paths
+    "hpcval.history.judging": 1,  # the statistics: core only
+    "hpcval.node": 1,             # the node (reads nvidia-smi and IMB output: parsers)
+    "hpcval.parsers": 1,          # benchmark output (WRF's binaries: node.mpi_abi)
+    "hpcval.spack": 1,
+    "hpcval.lab": 1,
+    "hpcval.site": 2,             # a site's files, references, check discovery
+    "hpcval.history": 3,          # stored runs, the store, contracts, comparisons
+    "hpcval.rfm": 3,              # what checks import
+    "hpcval.vet": 3,
+    "hpcval.reporting": 4,        # what a person reads
+    "hpcval.run": 5,              # one validation run: runs ReFrame, stores, judges, reports
+    "hpcval.commands": 6,
+    "hpcval.cli": 6,
+    "hpcval": 6,
+}
 
 
 def _module_name(file: Path) -> str:
@@ -107,6 +130,27 @@ def test_judging_imports_nothing_above_it() -> None:
     assert {m: d for m, d in above.items() if d} == {}
     ground = _imports()
     assert {m: sorted(ground[m] - GROUND) for m in GROUND} == {m: [] for m in GROUND}
+
+
+def _floor(module: str) -> tuple[str, int]:
+    package = max((p for p in FLOORS if module == p or module.startswith(p + ".")), key=len)
+    return package, FLOORS[package]
+
+
+def test_each_package_imports_only_its_floor_and_below() -> None:
+    graph = _imports()
+    upward = sorted(f"{m} (floor {_floor(m)[1]}) imports {d} (floor {_floor(d)[1]})"
+                    for m, deps in graph.items() for d in deps if _floor(d)[1] > _floor(m)[1])
+    assert upward == []
+    # every top-level package has its own floor (hpcval's is only for its __init__ and cli)
+    tops = {".".join(m.split(".")[:2]) for m in graph}
+    assert sorted(t for t in tops if t not in FLOORS) == []
+
+
+def test_the_floor_rule_can_fail() -> None:
+    assert _floor("hpcval.history.judging.verdict") == ("hpcval.history.judging", 1)
+    assert _floor("hpcval.history.store") == ("hpcval.history", 3)
+    assert _floor("hpcval.run.runner")[1] > _floor("hpcval.reporting.report")[1]
 
 
 def test_only_the_lab_knows_the_lab() -> None:
