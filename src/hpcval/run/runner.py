@@ -117,7 +117,7 @@ def _site_files_stamp(site: Site) -> str:
             parts.append(f"{site_file} -")
     files = [Path(m.__file__ or "") for m in (refs, audit, expectations, tuning, settings, yamlio,
                                                    site_module)]
-    for directory in (site.checks_dir, Path(refs.__file__).resolve().parent / "rfm"):
+    for directory in (site.checks_dir, Path(refs.__file__).resolve().parents[1] / "rfm"):
         files += sorted(directory.rglob("*.py"))
     for file in files:
         try:

@@ -337,7 +337,7 @@ def check_references(path: str | Path, checks_dir: str | Path) -> ReferencesFile
     Variables, units and ``$index`` values are checked again per test case
     before each benchmark starts (:class:`hpcval.rfm.HpcvalTest`). The other
     site files: :meth:`hpcval.site.Site.check_files`."""
-    classes = check_attributes_in(checks_dir, Path(__file__).resolve().parent / "rfm")
+    classes = check_attributes_in(checks_dir, Path(__file__).resolve().parents[1] / "rfm")
     ref_file = load_references(path, known_checks=check_names_in(checks_dir),
                                check_classes=classes)
     figures = figures_in(checks_dir)
