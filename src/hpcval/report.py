@@ -99,12 +99,16 @@ class RunHistory:
 
     @classmethod
     def load(cls, site: Any, run_id: str, report: RunReport) -> RunHistory:
-        """From the site's results store (an empty history when it has none,
-        or when it cannot be read: the report is still written)."""
+        """From the site's results store (an empty history when it has none).
+        A store that cannot be read raises :class:`hpcval.errors.StoreError`
+        (exit 3 naming it): never a verdict without the history it needs."""
         from hpcval import trend
+        from hpcval.errors import StoreError
         from hpcval.store import Store, case_key
 
         hist = cls(run_id, areas=check_areas(site.checks_dir), site=site.name)
+        if not site.history_db.exists():
+            return hist
         store = Store(site.history_db)
         try:
             runs = [r for r in store.runs()]
@@ -129,6 +133,8 @@ class RunHistory:
                     if row["variable"] is not None:
                         outcome = prev_verdicts.get((row["case_key"], row["variable"]))
                         figs[row["variable"]] = (row["value"], outcome and outcome[0])
+        except StoreError:
+            raise
         except HpcvalError:
             return cls(run_id, areas=hist.areas, site=site.name)
         return hist
@@ -365,6 +371,9 @@ def run_verdict(report: RunReport, rows: list[Row], run_id: str = "",
         return "FAIL", (f"RESULT: INTERRUPTED  {failed} failed, {alarms['regressed']} "
                         f"regressed, {alarms['unstable']} unstable of {len(figures)} figures "
                         f"measured before it stopped{run}")
+    if run_result == "orphaned":  # its hpcval died: never judged, never a baseline
+        return "FAIL", (f"RESULT: ORPHANED  {failed} failed of {len(report.cases)} test cases "
+                        f"that ran on after hpcval died; not judged{run}")
     if failed or alarms["regressed"] or alarms["unstable"]:
         return "FAIL", (f"RESULT: FAIL  {failed} failed, {alarms['regressed']} regressed, "
                         f"{alarms['unstable']} unstable of {len(figures)} figures{run}")
