@@ -135,9 +135,9 @@ def _site_files_checked(site: Site, stamp: str) -> bool:
 
 
 def latest_report(site: Site) -> Path:
-    from hpcval.store import run_reports
-
     import json
+
+    from hpcval.store import run_reports
 
     reports = run_reports(site.reports_dir)
     # a report cut short (0 bytes, half a JSON document: a disk that filled as
@@ -391,6 +391,12 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             stamp = ""
         else:
             site.check_files()
+    # every value of the site config a run sizes or launches with (topology,
+    # budget from every source, extras): exit 2 (3 for a missing tool) now,
+    # not failed checks later
+    from hpcval.rfm.sitevalues import check_site_values
+
+    check_site_values(site, reframe_args or [])
     _preflight(site, min(lock_timeout, STORE_LOCK_WAIT))
     if not record and stamp:
         with contextlib.suppress(HpcvalError, OSError):  # only a cache
