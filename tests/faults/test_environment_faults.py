@@ -292,3 +292,26 @@ def test_locked_store_named_before_any_benchmark(stored: Path) -> None:
     assert_clean_failure(res, 3, str(db), "locked")
     assert "hpcval: run " not in res.stdout
     assert tree_digest(stored / "var" / "local" / "reports") == before
+
+
+def test_an_empty_report_never_becomes_the_latest(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A run report cut short (0 bytes, half a document: a disk that filled
+    as ReFrame wrote it) is passed over by `report` and `references capture`,
+    saying so; the latest whole run is used."""
+    reports = stored / "var" / "local" / "reports"
+    empty = reports / "run-report-29990101T000000Z-000000.json"
+    half = reports / "run-report-29990101T000001Z-000000.json"
+    empty.write_bytes(b"")
+    half.write_text('{"session_info": {"cmdline": "reframe')
+    try:
+        res = run_inprocess(stored, "report", "--site", "local", monkeypatch=monkeypatch,
+                            capsys=capsys)
+        assert res.returncode == 0, res.output
+        assert f"{empty}: empty or cut short" in res.stderr
+        assert f"{half}: empty or cut short" in res.stderr
+        assert "RESULT: PASS" in res.stdout
+        assert str(empty) not in res.stdout and str(half) not in res.stdout
+    finally:
+        empty.unlink()
+        half.unlink()

@@ -208,3 +208,17 @@ def test_hydra_cleanup_kill_is_not_blamed(tmp_path: Path) -> None:
     said = outcome.rank_death(_file(tmp_path, "out", only), cleanup=15)
     assert said is not None and said.startswith("rank 0 on vm was ended by hydra (SIGTERM) "
                                                 "after another rank ended first")
+
+
+def test_full_disk_is_named_before_the_exit_code(tmp_path: Path) -> None:
+    """A benchmark that found the disk full (recorded cfdio output,
+    tests/data/cfdio/enospc_read.out) fails naming the full disk first, not
+    only its exit code."""
+    recorded = Path(__file__).resolve().parents[1] / "data" / "cfdio" / "enospc_read.out"
+    err = _file(tmp_path, "err", recorded.read_text())
+    why = outcome.job_failure([outcome.Launch(1, 1)], exitcode=1, signal_number=None,
+                              scheduler_state=None, stderr=err, program="cfdio")
+    assert why is not None
+    assert why.startswith("disk full: cfdio: rank 0: write to /tmp/hpcval-tiny/"
+                          "cfdio_read00000.dat failed: No space left on device"), why
+    assert "cfdio ended with exit code 1" in why

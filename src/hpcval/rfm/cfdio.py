@@ -154,8 +154,9 @@ class CfdioBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
             raise SanityError("physically impossible: " + "; ".join(bad))
 
     def output_free_bytes(self) -> int | None:
-        """Free space where the check's files go."""
-        return sizing.free_bytes(self.shared_fs_dir() or str(self.stagedir))
+        """Free space where the check's files go, less the margin a run
+        keeps free (:func:`hpcval.sizing.usable_bytes`)."""
+        return sizing.usable_bytes(self.shared_fs_dir() or str(self.stagedir))
 
     def every_run_valid(self, key: str = "valid") -> object:
         """Sanity: every run's result says ``<key>=1``; the samples are stored."""

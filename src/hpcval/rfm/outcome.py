@@ -213,6 +213,25 @@ def rank_death(*paths: Path, cleanup: int = int(signal.SIGKILL)) -> str | None:
     return None
 
 
+#: What programs and the C library print when a write finds the disk full.
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\bENOSPC\b|\bEDQUOT\b")
+
+
+def disk_full(*paths: Path, width: int = 300) -> str | None:
+    """The first line of the job's output files that says a write found the
+    disk (or the quota) full, or ``None``."""
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if _DISK_FULL.search(line):
+                line = line.strip()
+                return line if len(line) <= width else line[:width] + "..."
+    return None
+
+
 def skipped_launches(path: Path) -> int:
     """Launches the wrapper skipped because an earlier one had failed."""
     try:
@@ -339,6 +358,9 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
             causes.append("Slurm reports the job FAILED")
     if not causes:
         return None
+    full = disk_full(stderr, *([stdout] if stdout else []), job_stderr)
+    if full is not None:  # the cause, before how the launch ended
+        causes.insert(0, f"disk full: {full}")
     death = rank_death(stderr, *([stdout] if stdout else []), cleanup=cleanup_signal)
     if death:
         causes.append(death)
