@@ -257,7 +257,7 @@ def figure_rows(report: RunReport, history: RunHistory | None = None) -> list[Ro
     for c in report.cases:
         key = case_key(c.display_name, c.system, c.partition, c.environ)
         area = area_of(c.check, c.raw.get("filename"), history.areas)
-        if c.skipped:
+        if c.skipped or c.aborted:  # aborted by a stop: not run, not failed
             rows.append(Row(c, key, area, None, "SKIP", {}))
             continue
         if not c.perf or (not c.passed and all(p.value is None for p in c.perf)):
@@ -367,10 +367,12 @@ def run_verdict(report: RunReport, rows: list[Row], run_id: str = "",
     failed = len(report.failures)
     alarms = Counter(r.verdict for r in figures)
     run = f" (run {run_id})" if run_id else ""
+    not_run = (f"{len(report.not_run)} not run (aborted by the stop), "
+               if report.not_run else "")
     if run_result == "interrupted":  # stored, never accepted into baselines
-        return "FAIL", (f"RESULT: INTERRUPTED  {failed} failed, {alarms['regressed']} "
-                        f"regressed, {alarms['unstable']} unstable of {len(figures)} figures "
-                        f"measured before it stopped{run}")
+        return "FAIL", (f"RESULT: INTERRUPTED  {failed} failed, {not_run}"
+                        f"{alarms['regressed']} regressed, {alarms['unstable']} unstable of "
+                        f"{len(figures)} figures measured before it stopped{run}")
     if run_result == "orphaned":  # its hpcval died: never judged, never a baseline
         return "FAIL", (f"RESULT: ORPHANED  {failed} failed of {len(report.cases)} test cases "
                         f"that ran on after hpcval died; not judged{run}")
