@@ -409,3 +409,28 @@ def test_site_values_checked_before_anything_runs(
     assert "hpcval: run " not in res.stdout, res.stdout
     assert not (root / "var" / "local" / "reports").exists() or not list(
         (root / "var" / "local" / "reports").iterdir())
+
+
+@pytest.mark.parametrize("argv", [("lab", "fabric", "200m"), ("lab", "fabric", "12.5m"),
+                                  ("lab", "up", "--fabric", "200m"), ("lab", "fabric", "1g")])
+def test_lab_fabric_takes_the_rates_the_lab_supports(argv: tuple[str, ...]) -> None:
+    """A rate in Mbit/s (what the lab shapes links to) is taken as a profile;
+    parsed only here: no lab is touched."""
+    from hpcval.cli import build_parser
+
+    args = build_parser().parse_args(list(argv))
+    assert (getattr(args, "profile", None) or args.fabric) == argv[-1]
+
+
+@pytest.mark.parametrize("rate", ["fast", "0m", "200", "1.5.0m"])
+def test_lab_fabric_refuses_what_is_no_rate(rate: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a profile nor a rate: exit 2 at argument parsing, naming the value
+    and the known profiles, before any lab is touched."""
+    from hpcval.cli import build_parser
+
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["lab", "fabric", rate])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unknown fabric profile '{rate}'" in err and "185m" in err
