@@ -32,6 +32,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -199,7 +200,6 @@ def check_store(site: Site, err: IO[str] = sys.stderr, wait: float = STORE_LOCK_
     corrupt, read-only or locked store is named (exit 3) before minutes of
     benchmarks, not after. Waiting on another process's lock is said."""
     import sqlite3
-    import time
 
     from hpcval.errors import StoreError
     from hpcval.store import Store
@@ -421,8 +421,10 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             procs.record_run(stopper.record, run_id)
             print(f"hpcval: run {run_id} on site {site.name}", file=out)
             print("+ " + " ".join(cmd), file=out, flush=True)
+            started = time.time()
             console = run_reframe(cmd, env, site.root, out,
                                   site.run_log(run_id), site.config, stopper)
+            keep_reframe_start_log(site, run_id, started)
             outcome = _conclude(site, run_id, report_path, console, record, out,
                                 reframe_args or [], stopper)
         finally:
@@ -430,6 +432,29 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             if not stopper.left:  # else the next run finds and stops them
                 procs.forget_run(stopper.record, run_id)
     return outcome
+
+
+def keep_reframe_start_log(site: Site, run_id: str, since: float) -> Path | None:
+    """ReFrame logs its start (reading the site config) to ``rfm-*.log`` in
+    the system's temp directory, before the site config's own log takes
+    over, and leaves it there: moved to ``var/<site>/logs/<run id>.reframe-start.log``.
+    Its file is the one made since *since* that names this site's config (one
+    validation of a site runs at a time: the site lock)."""
+    import tempfile
+
+    needle = f"Loading configuration file: '{site.config}'"
+    for path in Path(tempfile.gettempdir()).glob("rfm-*.log"):
+        try:
+            if path.stat().st_mtime < since - 1 or needle not in path.read_text(
+                    errors="replace")[:20000]:
+                continue
+            dest = site.run_log(run_id).with_name(f"{run_id}.reframe-start.log")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), dest)
+            return dest
+        except OSError:
+            continue
+    return None
 
 
 def settle_earlier_run(site: Site, err: IO[str] = sys.stderr) -> None:
