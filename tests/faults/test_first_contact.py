@@ -3,6 +3,7 @@ verdicts; ReFrame's log in the site's results store, not the temp directory."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -61,3 +62,36 @@ def test_reframe_log_kept_in_the_results_store(tmp_path: Path) -> None:
     mine = [p for p in set(temp.glob("rfm-*.log")) - before
             if str(config) in p.read_text(errors="replace")]
     assert mine == [], mine
+
+
+def test_first_contact_selects_one_case_per_family_on_one_stack() -> None:
+    """`hpcval validate` without options that select: one case per benchmark
+    family (FIRST_CONTACT) on the site's first MPI stack, as ReFrame itself
+    lists them on the local site; an option that selects, --matrix full,
+    --budget full or --record run every case."""
+    import re
+    import shlex
+    import subprocess
+
+    from hpcval.commands.validate import FIRST_CONTACT, first_contact_args, selects
+    from hpcval.site import Site
+
+    from .conftest import BIN, ROOT
+
+    site = Site.load("local", ROOT)
+    args, said = first_contact_args(site)
+    assert "one case per benchmark family on MPI stack" in said
+    listed = subprocess.run(
+        [str(BIN / "reframe"), "-C", str(site.config), "-c", str(site.checks_dir), "-R", "-l",
+         *args], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HPCVAL_VAR": str(Path(tempfile.mkdtemp()))})
+    cases = [ln[2:].rsplit(" /", 1)[0].replace(" ", "") for ln in listed.stdout.splitlines()
+             if ln.startswith("- ")]
+    assert cases, listed.stdout + listed.stderr
+    for family, pattern in FIRST_CONTACT.items():
+        hits = [c for c in cases if re.search(pattern, c)]
+        assert len(hits) <= 1, (family, hits)
+    assert len(cases) <= len(FIRST_CONTACT)
+    assert "imb_pingpong_check%cache=warm" in cases, shlex.join(cases)
+    assert selects(["-n", "x"]) and selects(["-pimpi"]) and selects(["--tag=mpi"])
+    assert not selects(["-S", "budget=quick"]) and not selects(["--dry-run"])
