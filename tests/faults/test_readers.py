@@ -68,3 +68,22 @@ def test_launcher_that_cannot_start_the_benchmark_is_quoted() -> None:
     assert "not OMB output; the output says: mpirun.openmpi was unable to launch" in said
     assert "Executable: /opt/omb/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" in said
     assert "2 total processes failed to start" in said
+
+
+def test_wrf_fatal_that_sums_up_quotes_the_cause_above_it() -> None:
+    """WRF-Chem's namelist error (wrf-model/WRF issue #1143): the FATAL only
+    says "ERRORS while reading one or more namelists"; the cause, the line
+    above it, is quoted first. A FATAL that names its own cause is kept."""
+    from hpcval.parsers.wrf.log import check_complete as wrf_complete
+    from hpcval.parsers.wrf.log import parse_wrf_log
+
+    path = DATA / "wrf" / "wrfchem3.9_namelist_physics_issue1143_rsl.txt"
+    log = parse_wrf_log(path.read_text(), str(path))
+    assert log.fatal is not None
+    assert log.fatal.startswith("ERROR while reading namelist physics [WRF: ERRORS while "
+                                "reading one or more namelists")
+    with pytest.raises(ParseError, match="ERROR while reading namelist physics"):
+        wrf_complete(log)
+    own = DATA / "wrf" / "quarter_ss_np2_no_wrfinput_rsl.error.0000"
+    fatal = parse_wrf_log(own.read_text(), str(own)).fatal
+    assert fatal is not None and fatal.startswith("program wrf: error opening wrfinput_d01")
