@@ -380,15 +380,19 @@ _MPIRUN = ("site_configuration = {",
     (_extra('"mem_per_node": "lots"'), {}, (), 2, ("extras.mem_per_node", "not a size")),
     (_extra('"mem_per_node": 1'), {}, (), 2, ("extras.mem_per_node", "memory of a node")),
     (_extra('"budget": "huge"'), {}, (), 2, ("extras.budget", "not a budget")),
+    (_extra('"memory_bw_mbs": -5'), {}, (), 2, ("extras.memory_bw_mbs", "positive number")),
+    (_extra('"shared_fs_dir": "/nonexistent/shared"'), {}, (), 3,
+     ("extras.shared_fs_dir", "not a directory")),
     (None, {"HPCVAL_BUDGET": "huge"}, (), 2, ("$HPCVAL_BUDGET", "not a budget")),
     (None, {}, ("-S", "budget=huge"), 2, ("-S budget=huge", "not a budget")),
     (None, {}, ("-S", "fake_imb_check.budget=huge"), 2,
      ("-S fake_imb_check.budget=huge", "not a budget")),
     (_MPIRUN, {}, (), 3, ("environments[", "extras.mpirun", "/nonexistent/bin/mpirun")),
-], ids=["num_cpus-1000000", "num_cpus-above-host", "num_cpus-0", "num_cpus-negative", "sockets-0",
+], ids=["num_cpus-1000000", "num_cpus-above-host", "num_cpus-0", "num_cpus-negative",
+        "sockets-0",
         "sockets-above-cpus", "cache-negative", "mem-not-a-size", "mem-1-byte",
-        "extras-budget", "env-budget", "setvar-budget", "setvar-check-budget",
-        "mpirun-missing"])
+        "extras-budget", "memory-ceiling-negative", "shared-fs-missing", "env-budget",
+        "setvar-budget", "setvar-check-budget", "mpirun-missing"])
 def test_site_values_checked_before_anything_runs(
         tmp_path: Path, edit: tuple[str, str] | None, env: dict[str, str],
         args: tuple[str, ...], code: int, names: tuple[str, ...]) -> None:

@@ -21,9 +21,10 @@ What is checked:
   where given);
 - each partition's ``extras``: ``budget`` (one of
   :data:`hpcval.sizing.BUDGETS`), ``mem_per_node`` (a size of at least
-  :data:`MIN_MEMORY`, at most :data:`MAX_MEMORY`), ``max_bandwidth_mbs`` (a
-  positive finite number), ``shared_fs_dir`` (an existing directory, for a
-  local partition);
+  :data:`MIN_MEMORY`, at most :data:`MAX_MEMORY`), the ceilings of
+  :data:`CEILINGS` (positive finite numbers), ``gpu_memory_bytes`` and
+  ``gpu_l2_bytes`` (bytes above 0), ``shared_fs_dir`` (an existing directory,
+  for a local partition);
 - each environment's ``extras.mpirun`` used by a local partition: an
   executable file (exit 3 when it is not there);
 - the budget from every other source: ``$HPCVAL_BUDGET`` and ``-S budget=``
@@ -49,6 +50,14 @@ MAX_CPUS = 65536
 MIN_MEMORY = 64 << 20
 #: More memory than any node has (64 TiB).
 MAX_MEMORY = 64 << 40
+
+#: Partition extras that are positive numbers, with what they are.
+CEILINGS = {
+    "max_bandwidth_mbs": "a bandwidth ceiling (MB/s)",
+    "memory_bw_mbs": "a peak memory bandwidth (MB/s)",
+    "io_bw_mbs": "a device or link ceiling (MB/s)",
+    "link_bw_mbs": "a link bandwidth (MB/s)",
+}
 
 _COUNTS = ("num_cpus", "num_cores", "num_sockets", "num_cpus_per_core", "num_cpus_per_socket")
 
@@ -125,15 +134,22 @@ def check_extras(where: str, extras: Any, local: bool) -> None:
         if not MIN_MEMORY <= nbytes <= MAX_MEMORY:
             raise SiteError(f"{key}: {mem!r} ({sizing.human(nbytes)}) is not the memory of a "
                             f"node: give its size, e.g. '256GiB'")
-    ceiling = extras.get("max_bandwidth_mbs")
-    if ceiling is not None:
+    for key, what in CEILINGS.items():
+        ceiling = extras.get(key)
+        if ceiling is None:
+            continue
         try:
             value = float(ceiling) if not isinstance(ceiling, bool) else math.nan
         except (TypeError, ValueError):
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise SiteError(f"{where}.extras.max_bandwidth_mbs: {ceiling!r} is not a "
-                            "bandwidth ceiling: give a positive number of MB/s")
+            raise SiteError(f"{where}.extras.{key}: {ceiling!r} is not {what}: give a "
+                            "positive number")
+    for key in ("gpu_memory_bytes", "gpu_l2_bytes"):
+        size = extras.get(key)
+        if size is not None and (not _whole(size) or size <= 0):
+            raise SiteError(f"{where}.extras.{key}: {size!r} is not a size: give bytes "
+                            "(above 0), or leave it out to detect it")
     shared = extras.get("shared_fs_dir")
     if shared is not None and local and not Path(str(shared)).is_dir():
         raise EnvironmentFault(f"{where}.extras.shared_fs_dir: {shared!r} is not a directory "
