@@ -10,10 +10,11 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from pathlib import Path
 
 from hpcval import __version__, commands
 from hpcval.core.errors import EXIT_INTERRUPTED, HpcvalError
-from hpcval.core.fileio import os_fault
+from hpcval.core.fileio import os_fault, warnings_to_log
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,11 +33,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: hpcval's own log (library warnings): in the site's results store
+LOG_NAME = "hpcval.log"
+
+
+def _log_of(args: argparse.Namespace) -> Path:
+    """``var/<site>/hpcval.log`` for a command about a site, else ``var/hpcval.log``."""
+    from hpcval.core.paths import project_root
+    from hpcval.site import SITE_NAME, var_base
+
+    try:
+        base = var_base(project_root())
+    except HpcvalError:
+        base = Path("var")
+    site = getattr(args, "site", None)
+    if isinstance(site, str) and SITE_NAME.fullmatch(site):
+        return base / site / LOG_NAME
+    return base / LOG_NAME
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings_to_log(_log_of(args), f"hpcval {args.command}"):
+            return int(args.func(args) or 0)
     except HpcvalError as err:
         print(f"hpcval: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -6,6 +6,7 @@ no benchmark."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,5 +344,97 @@ def test_bad_bandwidth_ceiling_exit_2(tmp_path: Path, ceiling: str) -> None:
         f'"extras": {{**partition_extras(SITE_DIR), "max_bandwidth_mbs": {ceiling}}},', 1))
     res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
               "-n", "fake_imb_check.*mode=above-ceiling$")
-    assert_clean_failure(res, 2, "partition local:default extras max_bandwidth_mbs",
+    assert_clean_failure(res, 2, "config.py", "partitions[default].extras.max_bandwidth_mbs",
                          "positive number")
+
+
+_PROCESSOR = '"scheduler": "local",'
+_EXTRAS = '"extras": partition_extras(SITE_DIR),'
+
+
+def _processor(text: str) -> tuple[str, str]:
+    return _PROCESSOR, f'{_PROCESSOR} "processor": {text},'
+
+
+def _extra(text: str) -> tuple[str, str]:
+    return _EXTRAS, f'"extras": {{**partition_extras(SITE_DIR), {text}}},'
+
+
+_MPIRUN = ("site_configuration = {",
+           'ENVIRONMENTS[0]["extras"]["mpirun"] = "/nonexistent/bin/mpirun"\n'
+           "site_configuration = {")
+
+
+@pytest.mark.parametrize("edit, env, args, code, names", [
+    (_processor('{"num_cpus": 1000000}'), {}, (), 2, ("processor.num_cpus", "not a count")),
+    (_processor(f'{{"num_cpus": {2 * (os.cpu_count() or 1)}}}'), {}, (), 2,
+     ("processor.num_cpus", "this host")),
+    (_processor('{"num_cpus": 0}'), {}, (), 2, ("processor.num_cpus", "not a count")),
+    (_processor('{"num_cpus": -4}'), {}, (), 2, ("processor.num_cpus", "not a count")),
+    (_processor('{"num_cpus": 1, "num_sockets": 0}'), {}, (), 2,
+     ("processor.num_sockets", "not a count")),
+    (_processor('{"num_cpus": 1, "num_sockets": 2}'), {}, (), 2,
+     ("processor.num_sockets", "more than num_cpus")),
+    (_processor('{"num_cpus": 1, "topology": {"caches": [{"type": "L3", "size": -1}]}}'),
+     {}, (), 2, ("processor.topology.caches[0].size", "not a cache size")),
+    (_extra('"mem_per_node": "lots"'), {}, (), 2, ("extras.mem_per_node", "not a size")),
+    (_extra('"mem_per_node": 1'), {}, (), 2, ("extras.mem_per_node", "memory of a node")),
+    (_extra('"budget": "huge"'), {}, (), 2, ("extras.budget", "not a budget")),
+    (_extra('"memory_bw_mbs": -5'), {}, (), 2, ("extras.memory_bw_mbs", "positive number")),
+    (_extra('"shared_fs_dir": "/nonexistent/shared"'), {}, (), 3,
+     ("extras.shared_fs_dir", "not a directory")),
+    (None, {"HPCVAL_BUDGET": "huge"}, (), 2, ("$HPCVAL_BUDGET", "not a budget")),
+    (None, {}, ("-S", "budget=huge"), 2, ("-S budget=huge", "not a budget")),
+    (None, {}, ("-S", "fake_imb_check.budget=huge"), 2,
+     ("-S fake_imb_check.budget=huge", "not a budget")),
+    (_MPIRUN, {}, (), 3, ("environments[", "extras.mpirun", "/nonexistent/bin/mpirun")),
+], ids=["num_cpus-1000000", "num_cpus-above-host", "num_cpus-0", "num_cpus-negative",
+        "sockets-0",
+        "sockets-above-cpus", "cache-negative", "mem-not-a-size", "mem-1-byte",
+        "extras-budget", "memory-ceiling-negative", "shared-fs-missing", "env-budget",
+        "setvar-budget", "setvar-check-budget", "mpirun-missing"])
+def test_site_values_checked_before_anything_runs(
+        tmp_path: Path, edit: tuple[str, str] | None, env: dict[str, str],
+        args: tuple[str, ...], code: int, names: tuple[str, ...]) -> None:
+    """Every value of the site config a run sizes or launches with, and the
+    budget from every source: exit 2 (3 for a missing tool) naming the file
+    or source and the key, before the site lock, the store or a benchmark."""
+    root = make_checkout(tmp_path)
+    if edit is not None:
+        config = root / "site-configs" / "local" / "config.py"
+        text = config.read_text()
+        assert edit[0] in text
+        config.write_text(text.replace(edit[0], edit[1], 1))
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_imb_check.*mode=ok$", *args, env=env)
+    assert_clean_failure(res, code, *names)
+    if edit is not None:
+        assert "config.py" in res.error_line()
+    assert "hpcval: run " not in res.stdout, res.stdout
+    assert not (root / "var" / "local" / "reports").exists() or not list(
+        (root / "var" / "local" / "reports").iterdir())
+
+
+@pytest.mark.parametrize("argv", [("lab", "fabric", "200m"), ("lab", "fabric", "12.5m"),
+                                  ("lab", "up", "--fabric", "200m"), ("lab", "fabric", "1g")])
+def test_lab_fabric_takes_the_rates_the_lab_supports(argv: tuple[str, ...]) -> None:
+    """A rate in Mbit/s (what the lab shapes links to) is taken as a profile;
+    parsed only here: no lab is touched."""
+    from hpcval.cli import build_parser
+
+    args = build_parser().parse_args(list(argv))
+    assert (getattr(args, "profile", None) or args.fabric) == argv[-1]
+
+
+@pytest.mark.parametrize("rate", ["fast", "0m", "200", "1.5.0m"])
+def test_lab_fabric_refuses_what_is_no_rate(rate: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a profile nor a rate: exit 2 at argument parsing, naming the value
+    and the known profiles, before any lab is touched."""
+    from hpcval.cli import build_parser
+
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["lab", "fabric", rate])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unknown fabric profile '{rate}'" in err and "185m" in err

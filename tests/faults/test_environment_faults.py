@@ -20,7 +20,6 @@ from .conftest import (
     BIN,
     CHECKS,
     OK_RUN,
-    TRACEBACK,
     Result,
     assert_clean_failure,
     make_checkout,
@@ -78,17 +77,25 @@ def test_corrupt_store_named_and_rebuilt(stored: Path, monkeypatch: pytest.Monke
     res = run_inprocess(stored, "history", "--site", "local", monkeypatch=monkeypatch,
                         capsys=capsys)
     assert_clean_failure(res, 3, str(db), "hpcval store rebuild")
-    # a run on a corrupt store: kept in its JSON report, exit 3, the store named
+    # every reader of the store: exit 3 naming it, never a verdict without its
+    # history; `report` leaves the HTML reports as they were
+    html = tree_digest(stored / "var" / "local" / "html")
+    for args in (("report",), ("trend",), ("export",), ("history",)):
+        res = run_inprocess(stored, *args, "--site", "local", monkeypatch=monkeypatch,
+                            capsys=capsys)
+        assert_clean_failure(res, 3, str(db), "corrupt")
+        assert "RESULT:" not in res.stdout, (args, res.stdout)
+    assert tree_digest(stored / "var" / "local" / "html") == html
+    # a run on a corrupt store: refused before any benchmark runs, exit 3, the store named
     res = run(stored, *OK)
-    assert res.returncode == 3, res.output
-    assert TRACEBACK not in res.output
-    assert "history.sqlite" in res.stderr and "kept in" in res.stderr
-    assert tree_digest(stored / "var" / "local" / "reports").items() >= reports.items()
+    assert_clean_failure(res, 3, str(db), "corrupt", "hpcval store rebuild")
+    assert "hpcval: run " not in res.stdout, res.stdout
+    assert tree_digest(stored / "var" / "local" / "reports") == reports
     rebuilt = run_inprocess(stored, "store", "rebuild", "--site", "local",
                             monkeypatch=monkeypatch, capsys=capsys)
     assert rebuilt.returncode == 0, rebuilt.output
-    # nothing lost, the run made on the corrupt store included
-    assert _runs_in_history(stored, monkeypatch, capsys) == runs_before + 1
+    # nothing lost
+    assert _runs_in_history(stored, monkeypatch, capsys) == runs_before
 
 
 def test_lock_held_names_holder(stored: Path) -> None:
@@ -179,11 +186,17 @@ def test_rebuild_waits_for_a_validation(stored: Path, monkeypatch: pytest.Monkey
 def test_rebuild_never_replaces_a_file_kept_aside(stored: Path,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """Each rebuild keeps the file it replaces under a name of its own, even
-    where an earlier rebuild in the same second kept one."""
+    """Each rebuild keeps the corrupt file it replaces under a name of its own,
+    even where an earlier rebuild in the same second kept one; a healthy store
+    is replaced without a copy (test_orphans.py)."""
     import time
 
     var = stored / "var" / "local"
+    db = var / "history.sqlite"
+    healthy = db.read_bytes()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    db.write_bytes(b"this is not a database" * 100)
     earlier = {}
     for t in (time.time(), time.time() + 1):  # this second and the next
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
@@ -201,6 +214,7 @@ def test_rebuild_never_replaces_a_file_kept_aside(stored: Path,
     (kept,) = set(var.glob("history.sqlite.*.broken")) - kept_before
     assert kept.read_bytes() == live
     kept.unlink()
+    assert healthy
 
 
 def _drop_verdicts(db: Path) -> None:
@@ -254,3 +268,49 @@ def test_damaged_store_named_in_one_line(stored: Path, monkeypatch: pytest.Monke
         for suffix in ("-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
         db.write_bytes(saved)
+
+
+def test_locked_store_named_before_any_benchmark(stored: Path) -> None:
+    """Another process holds the results store's write lock: validate says
+    it waits on it (at most --lock-timeout, 60 s at most), then exits 3
+    naming the store before any benchmark ran; released in time, the run
+    goes on."""
+    import sqlite3
+
+    db = stored / "var" / "local" / "history.sqlite"
+    before = tree_digest(stored / "var" / "local" / "reports")
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        res = run(stored, "validate", "--site", "local", "--lock-timeout", "1", "--",
+                  "-c", str(CHECKS), "-n", "fake_imb_check.*mode=ok$")
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
+    assert "waiting for the results store" in res.stderr, res.output
+    assert_clean_failure(res, 3, str(db), "locked")
+    assert "hpcval: run " not in res.stdout
+    assert tree_digest(stored / "var" / "local" / "reports") == before
+
+
+def test_an_empty_report_never_becomes_the_latest(stored: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A run report cut short (0 bytes, half a document: a disk that filled
+    as ReFrame wrote it) is passed over by `report` and `references capture`,
+    saying so; the latest whole run is used."""
+    reports = stored / "var" / "local" / "reports"
+    empty = reports / "run-report-29990101T000000Z-000000.json"
+    half = reports / "run-report-29990101T000001Z-000000.json"
+    empty.write_bytes(b"")
+    half.write_text('{"session_info": {"cmdline": "reframe')
+    try:
+        res = run_inprocess(stored, "report", "--site", "local", monkeypatch=monkeypatch,
+                            capsys=capsys)
+        assert res.returncode == 0, res.output
+        assert f"{empty}: empty or cut short" in res.stderr
+        assert f"{half}: empty or cut short" in res.stderr
+        assert "RESULT: PASS" in res.stdout
+        assert str(empty) not in res.stdout and str(half) not in res.stdout
+    finally:
+        empty.unlink()
+        half.unlink()

@@ -144,6 +144,14 @@ def test_a_signal_during_a_benchmark_stops_every_process_of_the_run(site: Path,
     if sig != signal.SIGHUP:  # a closed terminal reads nothing more
         assert f"stopped by {signal.Signals(sig).name}" in v.output
         assert "RESULT: INTERRUPTED" in v.output
+        # the cases ReFrame aborted are not run, not failed
+        report = json.loads((site / "var" / "local" / "reports" /
+                             f"run-report-{v.run_id}.json").read_text())
+        results = [tc["result"] for tc in report["runs"][-1]["testcases"]]
+        line = next(ln for ln in v.output.splitlines() if "RESULT: INTERRUPTED" in ln)
+        if "abort" in results:
+            assert f"{results.count('abort')} not run (aborted by the stop)" in line, line
+        assert f" {results.count('fail')} failed" in line, line
 
 
 def test_a_signal_while_the_run_is_stored(site: Path) -> None:

@@ -174,3 +174,51 @@ def test_failed_nodes_from_scontrol(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert why is not None
     assert why.startswith("node failure: lab-n2 DOWN+NOT_RESPONDING (Not responding) under "
                           "the job; IMB-MPI1 (launch 2 of 2) ended with exit code 233")
+
+
+_LAUNCHERS = Path(__file__).resolve().parents[1] / "data" / "launchers"
+
+
+@pytest.mark.parametrize("name, cleanup, said", [
+    # hydra's defaults: both ranks say SIGKILL; rank 0's block (the clean-up) first
+    ("hydra_rank1_sigkill_impi2021.18.txt", 9,
+     "rank 0 on vm and rank 1 on vm were killed by SIGKILL, the signal hydra ends the other "
+     "ranks with: which one died first is not in the launcher's output"),
+    # as hpcval launches Intel MPI (I_MPI_JOB_ABORT_SIGNAL=15): the cause is told apart
+    ("hydra_rank1_sigkill_abort15_impi2021.18.txt", 15,
+     "rank 1 on vm was killed by SIGKILL (hydra then ended rank 0 on vm with SIGTERM)"),
+    # rank 1 a script that exited 137: hydra prints only its clean-up of rank 0
+    ("hydra_wrapped_rank1_exit137_impi2021.18.txt", 9, "rank 0 on vm was killed by SIGKILL"),
+])
+def test_first_rank_that_died_is_blamed(name: str, cleanup: int, said: str) -> None:
+    """Recorded hydra output of rank 1 killed with SIGKILL (tests/data/launchers):
+    never rank 0, whose block hydra prints first, unless nothing else is known."""
+    assert outcome.rank_death(_LAUNCHERS / name, cleanup=cleanup) == said
+
+
+def test_hydra_cleanup_kill_is_not_blamed(tmp_path: Path) -> None:
+    """The only block is hydra's clean-up (SIGTERM, as hpcval sets it): it
+    says so instead of naming rank 0 the cause."""
+    text = (_LAUNCHERS / "hydra_rank1_sigkill_abort15_impi2021.18.txt").read_text()
+    only = text.split("===================================================================="
+                      "===============\n=   BAD TERMINATION")[0] + (
+        "===================================================================================\n"
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        "=   RANK 0 PID 24802 RUNNING AT vm\n=   KILLED BY SIGNAL: 15 (Terminated)\n")
+    said = outcome.rank_death(_file(tmp_path, "out", only), cleanup=15)
+    assert said is not None and said.startswith("rank 0 on vm was ended by hydra (SIGTERM) "
+                                                "after another rank ended first")
+
+
+def test_full_disk_is_named_before_the_exit_code(tmp_path: Path) -> None:
+    """A benchmark that found the disk full (recorded cfdio output,
+    tests/data/cfdio/enospc_read.out) fails naming the full disk first, not
+    only its exit code."""
+    recorded = Path(__file__).resolve().parents[1] / "data" / "cfdio" / "enospc_read.out"
+    err = _file(tmp_path, "err", recorded.read_text())
+    why = outcome.job_failure([outcome.Launch(1, 1)], exitcode=1, signal_number=None,
+                              scheduler_state=None, stderr=err, program="cfdio")
+    assert why is not None
+    assert why.startswith("disk full: cfdio: rank 0: write to /tmp/hpcval-tiny/"
+                          "cfdio_read00000.dat failed: No space left on device"), why
+    assert "cfdio ended with exit code 1" in why

@@ -15,7 +15,7 @@ from hpcval.core.errors import EnvironmentFault, InputError, LockTimeout, StoreE
 from hpcval.core.fileio import atomic_write, keep_backup
 from hpcval.core.runid import new_run_id, valid
 from hpcval.history.contract import band
-from hpcval.history.store import Store, records_from_report, run_reports
+from hpcval.history.store import Store, records_from_report, run_reports, verdicts_path
 from hpcval.reporting.report import load_run_report
 from hpcval.run.lock import site_lock
 from hpcval.site import Site, safe_path, validate_name
@@ -157,6 +157,8 @@ def test_corrupt_store_detected_and_rebuilt(tmp_path):
     for p in paths:
         store.add_run(records_from_report(load_run_report(p),
                                           p.stem.removeprefix("run-report-"), "lab"))
+        verdicts_path(p).parent.mkdir(exist_ok=True)  # judged by hpcval: rebuild imports it
+        verdicts_path(p).write_text('{"result": "pass", "accepted": true, "verdicts": []}')
     data = bytearray(store.path.read_bytes())
     data[:100] = b"\0garbage" * 12 + b"\0" * 4
     store.path.write_bytes(bytes(data))
@@ -165,6 +167,14 @@ def test_corrupt_store_detected_and_rebuilt(tmp_path):
     count, skipped, kept = store.rebuild(run_reports(tmp_path / "reports"), "lab")
     assert count == 2 and not skipped and kept is not None and kept.exists()
     assert len(store.runs()) == 2
+    # a healthy store is rebuilt in place: no copy kept aside; a report hpcval
+    # never judged (a plain ReFrame report, a dry run) is listed, not imported
+    kept.unlink()
+    plain = _stored_report(tmp_path)
+    count, skipped, again = store.rebuild(run_reports(tmp_path / "reports"), "lab")
+    assert count == 2 and again is None
+    assert len(skipped) == 1 and str(plain) in skipped[0] and "never judged" in skipped[0]
+    assert sorted(tmp_path.glob("history.sqlite*")) == [store.path]
 
 
 def test_store_survives_a_writer_killed_mid_transaction(tmp_path):

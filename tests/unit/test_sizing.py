@@ -145,10 +145,14 @@ def test_little_free_space_bounds_the_files_and_says_so() -> None:
     out = sizing.output(n, "full", free=4 * GIB)
     assert 8 * math.prod(out.params["global_grid"]) <= 4 * GIB / 4
     assert "free space" in out.reason
-    # never below the budget's least size: a tiny disk fails the run, naming itself
-    tiny = sizing.output(n, "quick", free=1 * MIB)
-    assert 8 * math.prod(tiny.params["global_grid"]) == 32 * MIB
-    assert "may fill the disk" in tiny.reason
+    # never below the budget's least size, and never the disk filled: a disk
+    # too small skips the case, saying so
+    with pytest.raises(SizingError, match="do not fit in the 1 MiB usable"):
+        sizing.output(n, "quick", free=1 * MIB)
+    with pytest.raises(SizingError, match="do not fit"):
+        sizing.read(n, 4, "quick", free=1 * MIB)
+    with pytest.raises(SizingError, match="do not fit"):
+        sizing.ior(n, 4, 1, "quick", free=100 * MIB)
     ior = sizing.ior(n, 128, 1, "full", free=100 * GIB)
     assert "may come from the page cache" in ior.reason
 
@@ -179,3 +183,17 @@ def test_host_memory_reads_meminfo(tmp_path: Path) -> None:
     meminfo.write_text("MemTotal:       24683212 kB\nMemFree:  1 kB\n")
     assert sizing.host_memory(meminfo) == 24683212 * 1024
     assert sizing.host_memory(tmp_path / "absent") is None
+
+
+def test_a_run_keeps_a_margin_of_free_space(tmp_path) -> None:
+    """What a check may write is the free space less a margin (the larger of
+    256 MiB and 5 % of the file system): never the disk written to 0 bytes."""
+    import os
+
+    st = os.statvfs(tmp_path)
+    free = st.f_bavail * st.f_frsize
+    margin = sizing.disk_margin(tmp_path)
+    assert margin >= sizing.DISK_MARGIN_BYTES
+    assert margin >= int(0.05 * st.f_blocks * st.f_frsize)
+    usable = sizing.usable_bytes(tmp_path / "not" / "yet")
+    assert usable is not None and 0 <= usable <= max(0, free - margin) + 64 * MIB

@@ -37,9 +37,9 @@ def _when(t: float | None) -> str:
 
 
 def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
-    if accepted and any(r["run_id"] == run_id and r["result"] == "interrupted"
-                        for r in store.runs()):
-        raise InputError(f"run {run_id}: interrupted before it finished; an interrupted run "
+    result = next((r["result"] for r in store.runs() if r["run_id"] == run_id), None)
+    if accepted and result in ("interrupted", "orphaned"):
+        raise InputError(f"run {run_id}: {result} before it finished; an {result} run "
                          "never counts in baselines (run the validation again)")
     store.set_accepted(run_id, accepted)
     path = verdicts_path(site.report_path(run_id))

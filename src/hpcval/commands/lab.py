@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     up = sub.add_parser("up", help="create the lab and wait until all nodes are idle")
     up.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
-    up.add_argument("--fabric", default="unshaped", choices=list(PROFILES),
-                    help="fabric profile of the links (default unshaped)")
+    up.add_argument("--fabric", default="unshaped", type=_profile, metavar="PROFILE",
+                    help=f"fabric profile of the links: {', '.join(PROFILES)} or a rate in "
+                    "Mbit/s such as 200m (default unshaped)")
     up.add_argument("--service-node", action="store_true",
                     help="also create node lab-svc in partition 'service' (1 CPU) for jobs "
                     "that drive others, e.g. scheduled validation (docs/scheduling.md)")
@@ -42,8 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     st.set_defaults(func=_status)
 
     fab = sub.add_parser("fabric", help="switch the links of a running lab to a profile")
-    fab.add_argument("profile", nargs="?", choices=list(PROFILES),
-                     help="profile to apply; without it, list profiles and the current one")
+    fab.add_argument("profile", nargs="?", type=_profile, metavar="PROFILE",
+                     help=f"profile to apply: {', '.join(PROFILES)}, or a rate in Mbit/s such "
+                     "as 200m; without it, list profiles and the current one")
     fab.add_argument("--node", metavar="NODE",
                      help="shape only this compute node's link (e.g. lab-n3: one slow NIC); "
                      "the other links keep their profile")
@@ -100,6 +102,19 @@ def _status(args: argparse.Namespace) -> int:
     for problem in st.problems:
         print(f"  problem: {problem}")
     return 0 if st.up and not st.problems else 1
+
+
+def _profile(text: str) -> str:
+    """A fabric profile the lab takes: a named one or a rate such as ``200m``
+    (:func:`hpcval.lab.fabric.get_profile`); else argparse's error, exit 2."""
+    from hpcval.lab.fabric import get_profile
+    from hpcval.lab.system import LabError
+
+    try:
+        get_profile(text)
+    except LabError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def _fabric(args: argparse.Namespace) -> int:

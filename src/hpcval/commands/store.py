@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("store", help="check or rebuild a site's results store",
                        description="The results store (var/<site>/history.sqlite) indexes the "
                        "site's JSON run reports. `check` verifies it; `rebuild` makes it anew "
-                       "from the reports (a broken file is kept aside, nothing is lost).")
+                       "from the reports hpcval judged (a corrupt file is kept aside, nothing "
+                       "is lost; a report hpcval never judged is listed and skipped).")
     ssub = p.add_subparsers(dest="action", metavar="ACTION")
     ssub.required = True
     c = ssub.add_parser("check", help="verify the store's integrity")
@@ -44,10 +45,13 @@ def _rebuild(args: argparse.Namespace) -> int:
     # write into the file moved aside
     with site_lock(site.lock_file, "store rebuild", args.lock_timeout,
                    log=lambda m: print(m, file=sys.stderr, flush=True)):
+        from hpcval.run.runner import settle_earlier_run
+
+        settle_earlier_run(site)  # a run whose hpcval died: stopped, marked orphaned
         reports = run_reports(site.reports_dir)
         count, skipped, kept = Store(site.history_db).rebuild(reports, site.name)
     if kept is not None:
-        print(f"previous store kept as {kept}")
+        print(f"previous store (corrupt) kept as {kept}")
     for reason in skipped:
         print(f"skipped: {reason}")
     print(f"{site.history_db}: rebuilt from {count} run report(s)")

@@ -16,7 +16,9 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from hpcval.core.errors import EnvironmentFault
 from hpcval.core.runid import new_run_id
@@ -77,3 +79,30 @@ def keep_backup(path: str | Path) -> Path | None:
     except OSError as err:
         raise os_fault(backup, err, "keeping a backup") from None
     return backup
+
+
+@contextlib.contextmanager
+def warnings_to_log(log: str | Path, what: str = "") -> Iterator[None]:
+    """Python warnings (scipy's and numpy's precision notes while judging,
+    deprecations) appended to *log* for the block, with the time and *what*
+    (the command), instead of printed among the verdicts; where the log
+    cannot be written, they go to standard error as before."""
+    import time
+    import warnings
+
+    path = Path(log)
+    shown = warnings.showwarning
+
+    def to_log(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+               file: Any = None, line: str | None = None) -> None:
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                f.write(f"[{time.strftime('%Y-%m-%dT%H:%M:%S')}] {what}: {text}")
+        except OSError:
+            shown(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = to_log
+        yield

@@ -61,6 +61,12 @@ class CaseResult:
     def skipped(self) -> bool:
         return self.result == "skip"
 
+    @property
+    def aborted(self) -> bool:
+        """Not run to its end: ReFrame aborted it when the run was stopped
+        (a signal), before it could pass or fail."""
+        return self.result == "abort"
+
     def series(self) -> dict[str, Any]:
         """Series the check recorded, from its output or stage directory."""
         return load_series(self.outputdir, self.stagedir)
@@ -80,7 +86,13 @@ class RunReport:
 
     @property
     def failures(self) -> list[CaseResult]:
-        return [c for c in self.cases if not c.passed and not c.skipped]
+        """Cases that failed; not those aborted by a stop (:attr:`not_run`)."""
+        return [c for c in self.cases if not c.passed and not c.skipped and not c.aborted]
+
+    @property
+    def not_run(self) -> list[CaseResult]:
+        """Cases ReFrame aborted when the run was stopped: neither passed nor failed."""
+        return [c for c in self.cases if c.aborted]
 
     @property
     def skips(self) -> list[CaseResult]:
@@ -95,7 +107,8 @@ class RunReport:
         """``24 passed, 0 failed, 12 skipped: PASS``."""
         passed = sum(c.passed for c in self.cases)
         failed = len(self.failures)
-        return (f"{passed} passed, {failed} failed, {len(self.skips)} skipped: "
+        not_run = f"{len(self.not_run)} not run, " if self.not_run else ""
+        return (f"{passed} passed, {failed} failed, {not_run}{len(self.skips)} skipped: "
                 f"{'FAIL' if failed else 'PASS'}")
 
 

@@ -427,45 +427,68 @@ class Store:
 
     # -- repair -----------------------------------------------------------
     def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
-        """Make the database anew from the run reports; the old file (if any)
-        is kept aside as ``history.sqlite.<time>-<random>.broken``. Returns the number
-        of runs stored, the reports that could not be read, and the old file."""
+        """Make the database anew from the run reports hpcval judged (those with
+        ``verdicts/<run id>.json``: a plain ReFrame report, a dry run or a run
+        whose hpcval died before judging it is listed in the skipped ones). The
+        new file is written beside and moved in place; a corrupt old file is kept
+        aside as ``history.sqlite.<time>-<random>.broken``, a healthy one is
+        replaced. Returns the number of runs stored, the reports skipped (each
+        with why) and the old file kept aside, if any."""
         from hpcval.history.runreport import load_run_report
 
-        kept = None
+        healthy = False
         if self.path.exists():
-            kept = unused_name(self.path, "broken")  # rename would replace an existing one
             try:
-                self.path.rename(kept)
-                for suffix in ("-wal", "-shm"):
-                    side = self.path.with_name(self.path.name + suffix)
-                    if side.exists():
-                        side.rename(kept.with_name(kept.name + suffix))
-            except OSError as err:
-                raise os_fault(self.path, err, "moving the broken store aside") from None
+                with self.connect():
+                    healthy = True
+            except StoreError:
+                healthy = False
         skipped: list[str] = []
-        count = 0
         loaded = []
         for path in sorted(reports):
+            if not verdicts_path(path).is_file():
+                skipped.append(f"{path}: never judged by hpcval (no {verdicts_path(path)}): a "
+                               "plain ReFrame report, a dry run or a run whose hpcval died "
+                               "before judging it; not imported")
+                continue
             try:
                 loaded.append((path, load_run_report(path)))
             except HpcvalError as err:
                 skipped.append(str(err))
         # stored in the order the runs ran, as they were when first stored
         loaded.sort(key=lambda pr: (pr[1].session.get("time_start_unix") or 0, pr[0].name))
-        with self.connect(write=True) as conn:
-            for path, report in loaded:
-                run_id = path.stem.removeprefix("run-report-")
-                run = records_from_report(report, run_id, site)
-                saved = _saved_verdicts(path)
-                if saved:
+        fresh = unused_name(self.path, "rebuilding")
+        count = 0
+        try:
+            with Store(fresh).connect(write=True) as conn:
+                for path, report in loaded:
+                    run_id = path.stem.removeprefix("run-report-")
+                    run = records_from_report(report, run_id, site)
+                    saved = _saved_verdicts(path)
                     run.result = str(saved.get("result", run.result))
                     run.accepted = bool(saved.get("accepted", run.result != "regressed"))
-                self._insert(conn, run)
-                conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
-                                 [(run_id, k, v, o, json.dumps(d, default=str))
-                                  for k, v, o, d in saved.get("verdicts", [])])
-                count += 1
+                    self._insert(conn, run)
+                    conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
+                                     [(run_id, k, v, o, json.dumps(d, default=str))
+                                      for k, v, o, d in saved.get("verdicts", [])])
+                    count += 1
+            kept = None
+            sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
+            if self.path.exists() and not healthy:
+                kept = unused_name(self.path, "broken")  # rename would replace an existing one
+                self.path.rename(kept)
+                for side in sides:
+                    if side.exists():
+                        side.rename(kept.with_name(kept.name + side.name[-4:]))
+            for side in sides:  # a healthy store's journal must not meet the new file
+                side.unlink(missing_ok=True)
+            os.replace(fresh, self.path)
+        except OSError as err:
+            raise os_fault(self.path, err, "rebuilding the results store") from None
+        finally:
+            for leftover in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
         return count, skipped, kept
 
 

@@ -208,6 +208,34 @@ def free_bytes(path: str | Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+#: What a run leaves free on a file system it writes to: the larger of these
+#: bytes and this share of the file system (the results store, logs and
+#: other users of the disk need room; a disk written to 0 bytes free fails
+#: in ways that do not say so).
+DISK_MARGIN_BYTES = 256 * MIB
+DISK_MARGIN_SHARE = 0.05
+
+
+def disk_margin(path: str | Path) -> int:
+    """Bytes :func:`usable_bytes` keeps free on *path*'s file system."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return DISK_MARGIN_BYTES
+    return max(DISK_MARGIN_BYTES, int(DISK_MARGIN_SHARE * st.f_blocks * st.f_frsize))
+
+
+def usable_bytes(path: str | Path) -> int | None:
+    """What a check may write on *path*'s file system: its free bytes less
+    :func:`disk_margin` (0 at least), ``None`` where unknown. Sizing rules
+    take this as their ``free``."""
+    free = free_bytes(path)
+    return None if free is None else max(0, free - disk_margin(path))
+
+
 def _check_budget(budget: str) -> str:
     if budget not in BUDGETS:
         raise SizingError(f"budget {budget!r}: use one of {', '.join(BUDGETS)}")
@@ -344,15 +372,16 @@ def output(node: Node, budget: str, free: int | None = None, samples: int = 5,
     notes = []
     outputs = steps // every
     # per-rank-then-gather holds the parts and the merged file at once
+    if free is not None and 2 * lo > free:
+        # never below the budget's least size (a smaller file would measure
+        # nothing), and never the disk filled: the case is skipped, saying why
+        raise SizingError(f"output files of at least {_size(lo)} (twice that at once) do not "
+                          f"fit in the {_size(free)} usable where the files go (free space "
+                          "less a margin kept free): free space, or give the partition an "
+                          "extras.shared_fs_dir with room")
     if free is not None and 2 * file_bytes > free / 4:
-        # never below the budget's least size: a smaller file would measure
-        # nothing, and a disk too small for it fails the run naming the disk
         file_bytes = max(lo, int(free / 8))
-        notes.append(f"bounded by the free space where the files go ({_size(free)})"
-                     if file_bytes > lo else
-                     f"the free space where the files go ({_size(free)}) allows less than "
-                     f"the least size ({_size(lo)} per output), which is written and may "
-                     "fill the disk")
+        notes.append(f"bounded by the free space where the files go ({_size(free)} usable)")
     grid = grid_for(max(1, file_bytes // 8))
     file_bytes = 8 * math.prod(grid)
     memory = 3 * file_bytes  # two fields over the ranks and rank 0's whole grid
@@ -388,6 +417,9 @@ def read(node: Node, readers: int, budget: str, free: int | None = None, samples
     else:
         per = min(max(mem / (8 * readers), GIB), 4 * GIB)
     notes = []
+    if free is not None and 2 * readers * MIB > free:
+        raise SizingError(f"{readers} reader file(s) do not fit in the {_size(free)} usable "
+                          "where the files go (free space less a margin kept free): free space")
     if free is not None and readers * per > free / 2:
         per = max(MIB, free / (2 * readers))
         notes.append(f"bounded by the free space where the files go ({_size(free)})")
@@ -408,6 +440,10 @@ def ior(node: Node, ranks: int, nodes: int, budget: str, free: int | None = None
     notes = []
     if budget == "quick" or not node.mem_bytes:
         block_mib = 64
+        if free is not None and block_mib * MIB * ranks > free:
+            raise SizingError(f"IOR's files ({_size(block_mib * MIB * ranks)}) do not fit in "
+                              f"the {_size(free)} usable where they go (free space less a "
+                              "margin kept free): free space")
         cache = node.mem_bytes * nodes if node.mem_bytes else None
         reason = (f"{block_mib} MiB per rank; fsync'd writes (-e); the read-back may come "
                   f"from the page cache ({_size(block_mib * MIB * ranks)} written, page cache "

@@ -31,6 +31,10 @@ Variants read (each with a recorded output in ``tests/data/imb``):
   annotation lines — are kept in :attr:`ImbTable.messages`, not parsed. A line
   that starts like a row (a number) but does not fit the header is refused
   with its line number: a wrapped, cut or corrupted row.
+* IMB-EXT and IMB-RMA print a benchmark in two modes (``#    MODE:
+  NON-AGGREGATE``, then ``AGGREGATE``), same name and process count: two
+  tables, told apart by :attr:`ImbTable.mode`; :meth:`ImbResult.table`
+  takes the mode to read and refuses to guess between two.
 * Banners ``Intel(R) MPI Benchmarks 2021.11``, ``Intel (R) MPI Benchmarks
   2018`` and ``Intel (R) MPI Benchmark Suite V2.3``; IMB 2.x prints no
   ``All processes entering MPI_Finalize`` line, so its output counts as
@@ -52,6 +56,7 @@ _VERSION_RE = re.compile(
     r"Intel\s?\(R\) MPI Benchmark(?:s| Suite)?\s+V?(?P<version>\d[\w.]*)")
 _HEADER_RE = re.compile(r"^(?:Group\s+)?#(?:bytes|repetitions)\b")
 _ROW_START_RE = re.compile(r"^[-+]?\d")
+_MODE_RE = re.compile(r"^#\s*MODE:\s*(?P<mode>[A-Z-]+)")
 _FINALIZE = "All processes entering MPI_Finalize"
 _ERROR_RE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<kind>time-out|out-of-mem)\.?;?\s*(?P<msg>.*)$")
 
@@ -87,6 +92,9 @@ class ImbTable:
     groups: int | None = None
     #: Non-row lines found inside the table (runtime messages): (line number, text).
     messages: list[tuple[int, str]] = field(default_factory=list)
+    #: IMB-EXT and IMB-RMA: ``AGGREGATE`` or ``NON-AGGREGATE`` (``# MODE: ...``
+    #: above the table; both modes of a benchmark are two tables), else None.
+    mode: str | None = None
 
     def sizes(self) -> list[int]:
         """Message sizes measured, in table order."""
@@ -133,17 +141,39 @@ class ImbResult:
     #: for IMB 2.x, which prints no such line, the output holds tables).
     finished: bool
 
-    def table(self, benchmark: str, processes: int | None = None) -> ImbTable:
+    def table(self, benchmark: str, processes: int | None = None,
+              mode: str | None = None) -> ImbTable:
         """The table of ``benchmark``; the one with the most processes unless
-        ``processes`` is given."""
+        ``processes`` is given. IMB-EXT and IMB-RMA print a benchmark in two
+        modes, two tables: ``mode`` (``AGGREGATE`` or ``NON-AGGREGATE``)
+        selects one; without it, output holding both is refused (reading the
+        first silently would judge the wrong mode)."""
         found = [t for t in self.tables if t.benchmark.lower() == benchmark.lower()]
         if processes is not None:
             found = [t for t in found if t.processes == processes]
+        if mode is not None:
+            found = [t for t in found if (t.mode or "").upper() == mode.upper()]
         if not found:
-            have = ", ".join(f"{t.benchmark}(np={t.processes})" for t in self.tables) or "none"
+            have = ", ".join(f"{t.benchmark}(np={t.processes}"
+                             f"{', ' + t.mode if t.mode else ''})" for t in self.tables) or "none"
             want = benchmark if processes is None else f"{benchmark}(np={processes})"
+            if mode is not None:
+                want += f" in mode {mode}"
             raise ParseError(f"IMB output has no table for {want} (tables: {have})")
+        best = max(t.processes for t in found)
+        modes = sorted({t.mode for t in found if t.processes == best and t.mode})
+        if mode is None and len(modes) > 1:
+            raise ParseError(f"IMB output has {benchmark}(np={best}) in {len(modes)} modes "
+                             f"({', '.join(modes)}): give the mode to read")
         return max(found, key=lambda t: t.processes)
+
+    def modes(self, benchmark: str) -> list[str]:
+        """The modes ``benchmark`` was printed in (IMB-EXT, IMB-RMA), in order."""
+        seen: list[str] = []
+        for t in self.tables:
+            if t.benchmark.lower() == benchmark.lower() and t.mode and t.mode not in seen:
+                seen.append(t.mode)
+        return seen
 
 
 def _fmt_sizes(sizes: Iterable[int]) -> str:
@@ -173,6 +203,7 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
     benchmark: str | None = None
     processes: int | None = None
     groups: int | None = None
+    mode: str | None = None
     current: ImbTable | None = None
     finished = False
 
@@ -186,12 +217,17 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
             continue
         if m := _BENCH_RE.match(line):
             benchmark, processes, groups, current = m.group("name"), None, None, None
+            mode = None
             continue
         if m := _PROCS_RE.match(line):
-            processes, groups, current = int(m.group("n")), None, None
+            processes, groups, current, mode = int(m.group("n")), None, None, None
             continue
         if m := _GROUPS_RE.match(line):
             processes, groups, current = int(m.group("n")), int(m.group("groups")), None
+            mode = None
+            continue
+        if m := _MODE_RE.match(line):
+            mode, current = m.group("mode"), None
             continue
         stripped = line.strip()
         if not stripped:
@@ -200,7 +236,7 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
             if benchmark is None or processes is None:
                 raise ParseError(f"{source}:{line_no}: table header outside a benchmark section")
             columns = tuple(normalise_column(c) for c in stripped.split())
-            current = ImbTable(benchmark, processes, columns, groups=groups)
+            current = ImbTable(benchmark, processes, columns, groups=groups, mode=mode)
             tables.append(current)
             continue
         if stripped.startswith("#") or current is None:

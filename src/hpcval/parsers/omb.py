@@ -31,6 +31,9 @@ the header is refused with its line number. Each column keeps the unit its
 header gives (:attr:`OmbResult.units`: ``Overlap(%)`` → ``overlap_pct`` in
 ``%``, ``Latency (us)`` → ``us``).
 
+Several runs in one output (``osu_latency`` then ``osu_bw`` ... from one job
+script) are read run by run by :func:`parse_omb_runs`.
+
 With ``-T all`` (or several ``-T``) OMB 7.x prints one table per datatype,
 each under its own ``# Datatype:`` line; :func:`parse_omb_tables` keeps each
 apart, keyed by datatype, and :func:`parse_omb` refuses such an output rather
@@ -208,7 +211,7 @@ def parse_omb_tables(text: str, source: str = "<OMB output>") -> dict[str | None
                          if (m := _DATATYPE_RE.match(line.strip()))), None)
         if datatype in tables:
             raise _fail(source, f"line {begin + 1}: a second {datatype or 'OMB'} table: "
-                                "two OMB runs in one output? parse each run on its own")
+                                "two OMB runs in one output? read it with parse_omb_runs")
         tables[datatype] = _parse_table(keep, source)
     return tables
 
@@ -226,11 +229,55 @@ def parse_omb(text: str, source: str = "<OMB output>") -> OmbResult:
     return next(iter(tables.values()))
 
 
+def parse_omb_runs(text: str, source: str = "<OMB output>") -> list[OmbResult]:
+    """Several OMB runs one after another in one output (a job script or a
+    harness that runs ``osu_latency``, then ``osu_bw``, ...): one
+    :class:`OmbResult` per run, in order, each read by :func:`parse_omb`.
+    A run begins at its ``# OSU ...`` title; the lines between the previous
+    run's last row and that title (a harness's marker, the next ``mpirun``
+    command) are the new run's :attr:`OmbResult.preamble`. A run that fails
+    to parse raises, naming its number (``(run 3)``)."""
+    lines = text.splitlines()
+    titles = [i for i, line in enumerate(lines) if _TITLE_RE.match(line.strip())]
+    if len(titles) <= 1:
+        return [parse_omb(text, source)]
+    starts = [0]
+    for t in titles[1:]:
+        begin = t
+        while begin > starts[-1] and not _is_row(lines[begin - 1]):
+            begin -= 1  # the lines after the last row belong to the next run
+        starts.append(begin)
+    bounds = zip(starts, [*starts[1:], len(lines)], strict=True)
+    return [parse_omb("\n".join(lines[a:b]) + "\n", f"{source} (run {n})")
+            for n, (a, b) in enumerate(bounds, start=1)]
+
+
+#: What launchers print when they cannot start the program (Open MPI's
+#: "unable to launch", hydra's execvp errors, the dynamic loader, the shell).
+_LAUNCH_FAILURE_RE = re.compile(
+    r"unable to launch|failed to start|could not (?:access|execute|find)|execvp|HYD_\w+|"
+    r"No such file|command not found|error while loading shared libraries|"
+    r"cannot open shared object|^\s*Executable:", re.IGNORECASE)
+
+
+def launcher_lines(lines: list[str], width: int = 300) -> str:
+    """The launcher's own words where it could not start the program (the
+    lines matching :data:`_LAUNCH_FAILURE_RE`, else the last two non-empty
+    lines), joined with `` | ``; empty for no output."""
+    said = [ln.strip() for ln in lines if _LAUNCH_FAILURE_RE.search(ln)]
+    if not said:
+        said = [ln.strip() for ln in lines if ln.strip() and set(ln.strip()) != {"-"}][-2:]
+    joined = " | ".join(said)
+    return joined if len(joined) <= width else joined[:width] + "..."
+
+
 def _parse_table(lines: list[str], source: str) -> OmbResult:
     text = "\n".join(lines)
     if not any(_TITLE_RE.match(line.strip()) for line in lines) and not any(
             m in text for m in _FAILURE_MARKERS):
-        raise _fail(source, "no OSU benchmark title: not OMB output")
+        said = launcher_lines(lines)
+        raise _fail(source, "no OSU benchmark title: not OMB output" + (
+            f"; the output says: {said}" if said else " (the output is empty)"))
     for line in lines:
         for marker in _FAILURE_MARKERS:
             if marker in line:

@@ -31,8 +31,8 @@ from hpcval.reporting.report import PerfValue
 #: Outcomes of a figure's history verdict (docs/judging.md), in this order.
 OUTCOMES = ("regressed", "unstable", "improved", "warn", "inconclusive", "pass",
             "no-baseline")
-#: A run's results: the cases' pass/fail, a regression, an interrupted run.
-RUN_RESULTS = ("pass", "fail", "regressed", "interrupted")
+#: A run's results: the cases' pass/fail, a regression, an interrupted or orphaned run.
+RUN_RESULTS = ("pass", "fail", "regressed", "interrupted", "orphaned")
 
 FIGURE_LABELS = ("site", "system", "partition", "environ", "check", "parameters", "figure",
                  "unit")

@@ -97,12 +97,16 @@ class RunHistory:
 
     @classmethod
     def load(cls, site: Any, run_id: str, report: RunReport) -> RunHistory:
-        """From the site's results store (an empty history when it has none,
-        or when it cannot be read: the report is still written)."""
+        """From the site's results store (an empty history when it has none).
+        A store that cannot be read raises :class:`hpcval.core.errors.StoreError`
+        (exit 3 naming it): never a verdict without the history it needs."""
+        from hpcval.core.errors import StoreError
         from hpcval.history.store import Store, case_key
         from hpcval.reporting import trend
 
         hist = cls(run_id, areas=check_areas(site.checks_dir), site=site.name)
+        if not site.history_db.exists():
+            return hist
         store = Store(site.history_db)
         try:
             runs = [r for r in store.runs()]
@@ -127,6 +131,8 @@ class RunHistory:
                     if row["variable"] is not None:
                         outcome = prev_verdicts.get((row["case_key"], row["variable"]))
                         figs[row["variable"]] = (row["value"], outcome and outcome[0])
+        except StoreError:
+            raise
         except HpcvalError:
             return cls(run_id, areas=hist.areas, site=site.name)
         return hist
@@ -249,7 +255,7 @@ def figure_rows(report: RunReport, history: RunHistory | None = None) -> list[Ro
     for c in report.cases:
         key = case_key(c.display_name, c.system, c.partition, c.environ)
         area = area_of(c.check, c.raw.get("filename"), history.areas)
-        if c.skipped:
+        if c.skipped or c.aborted:  # aborted by a stop: not run, not failed
             rows.append(Row(c, key, area, None, "SKIP", {}))
             continue
         if not c.perf or (not c.passed and all(p.value is None for p in c.perf)):
@@ -359,10 +365,15 @@ def run_verdict(report: RunReport, rows: list[Row], run_id: str = "",
     failed = len(report.failures)
     alarms = Counter(r.verdict for r in figures)
     run = f" (run {run_id})" if run_id else ""
+    not_run = (f"{len(report.not_run)} not run (aborted by the stop), "
+               if report.not_run else "")
     if run_result == "interrupted":  # stored, never accepted into baselines
-        return "FAIL", (f"RESULT: INTERRUPTED  {failed} failed, {alarms['regressed']} "
-                        f"regressed, {alarms['unstable']} unstable of {len(figures)} figures "
-                        f"measured before it stopped{run}")
+        return "FAIL", (f"RESULT: INTERRUPTED  {failed} failed, {not_run}"
+                        f"{alarms['regressed']} regressed, {alarms['unstable']} unstable of "
+                        f"{len(figures)} figures measured before it stopped{run}")
+    if run_result == "orphaned":  # its hpcval died: never judged, never a baseline
+        return "FAIL", (f"RESULT: ORPHANED  {failed} failed of {len(report.cases)} test cases "
+                        f"that ran on after hpcval died; not judged{run}")
     if failed or alarms["regressed"] or alarms["unstable"]:
         return "FAIL", (f"RESULT: FAIL  {failed} failed, {alarms['regressed']} regressed, "
                         f"{alarms['unstable']} unstable of {len(figures)} figures{run}")

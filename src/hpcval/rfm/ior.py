@@ -115,7 +115,7 @@ class IorBase(SizedTest, HpcvalTest, rfm.RunOnlyRegressionTest):
     def size_problem(self) -> None:
         size = self.sized(sizing.ior, self.sizing_node(), self.sizing_ranks(),
                           self.node_count(), self.sizing_budget(),
-                          free=sizing.free_bytes(self.output_dir),
+                          free=sizing.usable_bytes(self.output_dir),
                           repetitions=self.repetitions)
         if size and self.block_size is None:
             self.block_size = size.params["block_size"]

@@ -159,6 +159,12 @@ def set_launcher(test: Any) -> None:
         options = [check_script_option(o, where) for o in launcher.options]
     except UnsafeConfigValue as err:
         raise ConfigFailure(str(err)) from None
+    if "impi" in test.current_environ.features or str(
+            test.current_environ.extras.get("mpi_stack", "")).startswith("intel"):
+        # hydra ends the other ranks with SIGTERM, not SIGKILL: the rank that
+        # died first (often by SIGKILL) is then told apart (outcome.rank_death)
+        test.env_vars.setdefault(outcome.HYDRA_ABORT_SIGNAL_ENV,
+                                 str(outcome.HYDRA_CLEANUP_SIGNAL))
     sched = type(test.job.scheduler).__name__
     if ("Slurm" in sched or "Squeue" in sched) and "--no-requeue" not in test.job.options:
         # a node failure must end the job and be named (NODE_FAIL), not
@@ -281,12 +287,17 @@ def job_outcome(test: Any) -> None:
         failed_nodes = outcome.slurm_failed_nodes(
             info.get("NodeList") or ",".join(nodes if isinstance(nodes, list) else [nodes]))
     program = Path(str(test.executable).split()[0]).name if test.executable else "job"
+    try:  # the signal hydra ends the other ranks with (set by set_launcher)
+        cleanup = int(str(test.env_vars.get(outcome.HYDRA_ABORT_SIGNAL_ENV, "9")).strip("'"))
+    except ValueError:
+        cleanup = 9
     why = outcome.job_failure(
         launches, exitcode=test.job.exitcode,
         signal_number=getattr(test.job, "signal", None),  # Slurm jobs have none
         scheduler_state=state, stderr=stage / str(test.stderr.evaluate()),
         program=program, stdout=stdout_path(test),
-        outputs=functools.partial(launch_outputs, test), failed_nodes=failed_nodes)
+        outputs=functools.partial(launch_outputs, test), failed_nodes=failed_nodes,
+        cleanup_signal=cleanup)
     if why is None:
         return
     own = ""

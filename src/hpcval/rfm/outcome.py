@@ -135,15 +135,64 @@ RANK_DEATH: list[re.Pattern[str]] = [
 ]
 
 
-def rank_death(*paths: Path) -> str | None:
-    """What the launcher said about a rank that died (its rank, node and signal
-    or exit code), from the job's output files, or ``None``."""
+#: Intel MPI's variable for the signal hydra sends the other ranks when one
+#: dies (hydra's default: SIGKILL); hpcval sets it for Intel MPI launches
+#: (:func:`hpcval.rfm.launch.set_launcher`) so that the rank that died first
+#: is told from the ranks hydra then ended
+HYDRA_ABORT_SIGNAL_ENV = "I_MPI_JOB_ABORT_SIGNAL"
+#: the value hpcval gives it
+HYDRA_CLEANUP_SIGNAL = int(signal.SIGTERM)
+
+_HYDRA_BLOCK = RANK_DEATH[0]
+
+
+def first_hydra_death(text: str, cleanup: int = int(signal.SIGKILL)) -> str | None:
+    """Of hydra's ``BAD TERMINATION`` blocks (one per rank that ended badly,
+    in rank order, not in the order they died), the rank that died first:
+    one that exited non-zero, else one killed by another signal than the one
+    hydra ends the other ranks with (*cleanup*). Where every block carries
+    the clean-up signal, which rank died first is not in the output, and the
+    line says so rather than blame the first rank listed."""
+    blocks = list(_HYDRA_BLOCK.finditer(text))
+    if not blocks:
+        return None
+
+    def who(m: re.Match[str]) -> str:
+        return f"rank {m.group('rank')} on {m.group('node')}"
+
+    cause = next((m for m in blocks if m.group("code") is not None), None) or next(
+        (m for m in blocks if m.group("signal") and int(m.group("signal")) != cleanup), None)
+    ended = [m for m in blocks if m is not cause]
+    then = (f" (hydra then ended {', '.join(who(m) for m in ended)} with "
+            f"{signal_name(cleanup)})") if ended else ""
+    if cause is not None and cause.group("code") is not None:
+        return f"{who(cause)} exited with {describe_status(int(cause.group('code')))}{then}"
+    if cause is not None:
+        return f"{who(cause)} was killed by {signal_name(int(cause.group('signal')))}{then}"
+    if len(blocks) == 1 and cleanup == int(signal.SIGKILL):
+        return f"{who(blocks[0])} was killed by SIGKILL"
+    if len(blocks) == 1:
+        return (f"{who(blocks[0])} was ended by hydra ({signal_name(cleanup)}) after another "
+                "rank ended first (that rank's exit is not in the launcher's output)")
+    return (f"{' and '.join(who(m) for m in blocks)} were killed by {signal_name(cleanup)}, "
+            f"the signal hydra ends the other ranks with: which one died first is not in the "
+            "launcher's output")
+
+
+def rank_death(*paths: Path, cleanup: int = int(signal.SIGKILL)) -> str | None:
+    """What the launcher said about the rank that died first (its rank, node
+    and signal or exit code), from the job's output files, or ``None``;
+    *cleanup*: the signal hydra ends the other ranks with
+    (:func:`first_hydra_death`)."""
     for path in paths:
         try:
             text = path.read_text(errors="replace")
         except OSError:
             continue
-        for pattern in RANK_DEATH:
+        hydra = first_hydra_death(text, cleanup)
+        if hydra is not None:
+            return hydra
+        for pattern in RANK_DEATH[1:]:
             m = pattern.search(text)
             if not m:
                 continue
@@ -161,6 +210,25 @@ def rank_death(*paths: Path) -> str | None:
                 return f"{who} exited with {describe_status(int(code.group(1)))}"
             if what:
                 return f"{who}: {what}"
+    return None
+
+
+#: What programs and the C library print when a write finds the disk full.
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\bENOSPC\b|\bEDQUOT\b")
+
+
+def disk_full(*paths: Path, width: int = 300) -> str | None:
+    """The first line of the job's output files that says a write found the
+    disk (or the quota) full, or ``None``."""
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if _DISK_FULL.search(line):
+                line = line.strip()
+                return line if len(line) <= width else line[:width] + "..."
     return None
 
 
@@ -244,7 +312,8 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
                 scheduler_state: str | None, stderr: Path, program: str,
                 stdout: Path | None = None,
                 outputs: Callable[[int], tuple[Path, Path]] | None = None,
-                failed_nodes: list[str] | None = None) -> str | None:
+                failed_nodes: list[str] | None = None,
+                cleanup_signal: int = int(signal.SIGKILL)) -> str | None:
     """Why the job failed, in one line, or ``None`` if it ended well.
 
     ``launches`` come from :func:`read_launches`; ``exitcode``/``signal_number``
@@ -252,7 +321,8 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
     not, e.g. Slurm without accounting); ``scheduler_state`` is Slurm's job
     state where known; ``outputs(n)``, where launches write their own files,
     gives launch *n*'s (stdout, stderr); ``failed_nodes`` are the job's nodes
-    Slurm reports down (:func:`slurm_failed_nodes`)."""
+    Slurm reports down (:func:`slurm_failed_nodes`); ``cleanup_signal`` the
+    signal hydra ends the other ranks with when one dies (:func:`rank_death`)."""
     causes: list[str] = []
     job_stderr = stderr
     event = None
@@ -288,7 +358,10 @@ def job_failure(launches: list[Launch] | None, *, exitcode: int | None, signal_n
             causes.append("Slurm reports the job FAILED")
     if not causes:
         return None
-    death = rank_death(stderr, *([stdout] if stdout else []))
+    full = disk_full(stderr, *([stdout] if stdout else []), job_stderr)
+    if full is not None:  # the cause, before how the launch ended
+        causes.insert(0, f"disk full: {full}")
+    death = rank_death(stderr, *([stdout] if stdout else []), cleanup=cleanup_signal)
     if death:
         causes.append(death)
     # the failing launch's own error output, else the job's (launches of a job

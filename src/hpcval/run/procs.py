@@ -145,6 +145,8 @@ class RunStopper:
         self.left: list[int] = []
         self.killed: list[int] = []
         self.cancelled: list[str] = []
+        #: where the run in progress is recorded (:data:`RUN_RECORD`), if anywhere
+        self.record: Path | None = None
 
     @property
     def exit_code(self) -> int:
@@ -259,3 +261,115 @@ def pause(phase: str) -> None:
     """:meth:`RunStopper.pause` of the run in progress, if any."""
     if current is not None:
         current.pause(phase)
+
+
+# -- a run that outlived its hpcval (SIGKILL, an OOM kill) ------------------
+#
+# SIGKILL cannot be caught: ReFrame, its launchers and ranks run on without
+# hpcval, and the kernel frees the site lock at once. So every validation
+# records its run id and ReFrame's process group in ``var/<site>/run.json``
+# (removed when it ends), and the next validation (or ``store rebuild``)
+# looks there first, under the site lock: a record left behind names a run
+# whose hpcval died; its processes still alive are stopped before anything
+# else runs, and the run is marked ``orphaned`` (hpcval.run.verdicts.mark_orphaned).
+
+#: the record of the validation in progress, in ``var/<site>/``
+RUN_RECORD = "run.json"
+
+
+def record_run(path: Path, run_id: str, pgid: int | None = None) -> None:
+    """Note (atomically) that run *run_id* is in progress: this hpcval's pid,
+    host and ReFrame's process group (once ReFrame started)."""
+    import json
+    import socket
+
+    from hpcval.core.fileio import atomic_write
+
+    atomic_write(path, json.dumps({"run_id": run_id, "hpcval_pid": os.getpid(),
+                                   "host": socket.gethostname(), "pgid": pgid,
+                                   "since": time.time()}), "recording the run in progress")
+
+
+def forget_run(path: Path, run_id: str) -> None:
+    """Remove the record of *run_id* (a record of another run is left alone)."""
+    rec = read_run_record(path)
+    if rec is not None and rec.get("run_id") == run_id:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def read_run_record(path: Path) -> dict[str, object] | None:
+    """The record at *path*, or None (none, or unreadable: then removed)."""
+    import json
+
+    from hpcval.core.runid import valid
+
+    try:
+        rec = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        rec = None
+    if not isinstance(rec, dict) or not valid(str(rec.get("run_id", ""))):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return rec
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group *pgid* (hpcval itself excluded)."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            found.append(int(entry))
+    return sorted(found)
+
+
+def run_processes(run_id: str, pgid: int | None = None) -> list[int]:
+    """Every live process of run *run_id*: those carrying its id in their
+    environment and those of ReFrame's process group *pgid*."""
+    pids = set(marked(run_id))
+    if pgid:
+        pids.update(group_members(pgid))
+    return sorted(p for p in pids if _alive(p))
+
+
+def stop_run(run_id: str, pgid: int | None, stage_dir: Path | None,
+             grace: float = 5.0) -> list[int]:
+    """Stop what is left of run *run_id*: SIGTERM (ReFrame aborts, cancelling
+    its jobs), after *grace* seconds SIGKILL, its Slurm jobs cancelled; waits
+    until every process is gone (at most :data:`KILL_WAIT` more seconds).
+    Returns the processes found alive at first."""
+    first = run_processes(run_id, pgid)
+    if pgid and first:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+    _kill(first, signal.SIGTERM)
+    if stage_dir is not None:
+        jobs = slurm_jobs(stage_dir)
+        scancel = shutil.which("scancel")
+        if jobs and scancel:
+            subprocess.run([scancel, *jobs], capture_output=True, timeout=60, check=False)
+    deadline = time.monotonic() + grace
+    left = run_processes(run_id, pgid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = run_processes(run_id, pgid)
+    deadline = time.monotonic() + KILL_WAIT
+    while left and time.monotonic() < deadline:
+        if pgid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        _kill(left, signal.SIGKILL)
+        time.sleep(0.1)
+        left = run_processes(run_id, pgid)
+    return first

@@ -32,6 +32,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -51,6 +52,7 @@ from hpcval.core.runid import ENV as RUN_ID_ENV
 from hpcval.core.runid import new_run_id
 from hpcval.reporting.htmlreport import write_html
 from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verdict_table
+from hpcval.run import procs
 from hpcval.run.lock import site_lock
 from hpcval.run.procs import RunStopper
 from hpcval.site import Site
@@ -136,13 +138,24 @@ def _site_files_checked(site: Site, stamp: str) -> bool:
 
 
 def latest_report(site: Site) -> Path:
+    import json
+
     from hpcval.history.store import run_reports
 
     reports = run_reports(site.reports_dir)
-    if not reports:
-        raise InputError(f"{site.reports_dir}: no run reports yet; run "
-                         f"`hpcval validate --site {site.name}` first")
-    return reports[-1]
+    # a report cut short (0 bytes, half a JSON document: a disk that filled as
+    # it was written) never becomes the latest
+    for path in reversed(reports):
+        try:
+            if path.stat().st_size > 0:
+                json.loads(path.read_bytes())
+                return path
+        except (OSError, ValueError):
+            pass
+        print(f"hpcval: {path}: empty or cut short (a disk that filled?): not the latest run",
+              file=sys.stderr)
+    raise InputError(f"{site.reports_dir}: no run reports yet; run "
+                     f"`hpcval validate --site {site.name}` first")
 
 
 def publish(report_path: Path, site: Site, out: IO[str] = sys.stdout,
@@ -164,7 +177,7 @@ def publish(report_path: Path, site: Site, out: IO[str] = sys.stdout,
     return report, html
 
 
-def _preflight(site: Site) -> None:
+def _preflight(site: Site, store_wait: float = 60.0) -> None:
     try:
         site.var.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(site.var).free
@@ -176,6 +189,55 @@ def _preflight(site: Site) -> None:
     if free < MIN_FREE_BYTES:
         raise EnvironmentFault(f"{site.var}: disk full ({free >> 20} MiB free, a run needs "
                                f"{MIN_FREE_BYTES >> 20} MiB); free space and run again")
+    check_store(site, wait=store_wait)
+
+
+#: seconds ``validate`` waits for another process's lock on the results store
+STORE_LOCK_WAIT = 60.0
+
+
+def check_store(site: Site, err: IO[str] = sys.stderr, wait: float = STORE_LOCK_WAIT) -> None:
+    """The results store opened and checked (SQLite's integrity check, its
+    tables, a write lock it can take) before the first benchmark runs: a
+    corrupt, read-only or locked store is named (exit 3) before minutes of
+    benchmarks, not after. Waiting on another process's lock is said."""
+    import sqlite3
+
+    from hpcval.core.errors import StoreError
+    from hpcval.history.store import Store
+
+    db = site.history_db
+    if not db.exists():
+        return  # made by the first run
+    deadline = time.monotonic() + wait
+    told = False
+    while True:
+        try:
+            conn = sqlite3.connect(db, timeout=0.2)
+        except sqlite3.Error:
+            break  # named by Store.connect below
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+            break
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error):
+                break
+            if time.monotonic() >= deadline:
+                raise StoreError(f"{db}: the results store stayed locked by another process "
+                                 f"for {wait:g} s; find it with `fuser {db}` and let it "
+                                 "finish") from None
+            if not told:
+                print(f"hpcval: waiting for the results store {db}: locked by another "
+                      f"process (at most {wait:g} s)", file=err, flush=True)
+                told = True
+            time.sleep(0.5)
+        except sqlite3.DatabaseError:
+            break  # corrupt: named by Store.connect below
+        finally:
+            conn.close()
+    with Store(db).connect():
+        pass  # integrity and schema: StoreError (exit 3) naming the store and the rebuild
 
 
 class _Console:
@@ -290,6 +352,9 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
                               bufsize=1, start_new_session=stopper is not None) as proc:
             if stopper is not None:
                 stopper.proc = proc
+                if stopper.record is not None:  # ReFrame's group, for the next run to find
+                    with contextlib.suppress(HpcvalError):
+                        procs.record_run(stopper.record, stopper.run_id, proc.pid)
             assert proc.stdout is not None
             for text in proc.stdout:
                 console.line(text)
@@ -328,7 +393,13 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             stamp = ""
         else:
             site.check_files()
-    _preflight(site)
+    # every value of the site config a run sizes or launches with (topology,
+    # budget from every source, extras): exit 2 (3 for a missing tool) now,
+    # not failed checks later
+    from hpcval.rfm.sitevalues import check_site_values
+
+    check_site_values(site, reframe_args or [])
+    _preflight(site, min(lock_timeout, STORE_LOCK_WAIT))
     if not record and stamp:
         with contextlib.suppress(HpcvalError, OSError):  # only a cache
             atomic_write(site.var / SITE_FILES_STAMP, stamp, "noting the checked site files")
@@ -341,23 +412,86 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         env[RECORD_ENV] = "1"
     else:
         env.pop(RECORD_ENV, None)
-    from hpcval.run import procs
-
     stopper = RunStopper(run_id, site.stage_dir(run_id))
     # the lock is released only after the run's last process is gone
     with site_lock(site.lock_file, f"validate run {run_id}", lock_timeout,
                    log=lambda m: print(m, file=sys.stderr, flush=True)), stopper.installed():
         procs.current = stopper
+        stopper.record = site.var / procs.RUN_RECORD
         try:
+            settle_earlier_run(site)
+            procs.record_run(stopper.record, run_id)
             print(f"hpcval: run {run_id} on site {site.name}", file=out)
             print("+ " + " ".join(cmd), file=out, flush=True)
+            started = time.time()
             console = run_reframe(cmd, env, site.root, out,
                                   site.run_log(run_id), site.config, stopper)
+            keep_reframe_start_log(site, run_id, started)
             outcome = _conclude(site, run_id, report_path, console, record, out,
                                 reframe_args or [], stopper)
         finally:
             procs.current = None
+            if not stopper.left:  # else the next run finds and stops them
+                procs.forget_run(stopper.record, run_id)
     return outcome
+
+
+def keep_reframe_start_log(site: Site, run_id: str, since: float) -> Path | None:
+    """ReFrame logs its start (reading the site config) to ``rfm-*.log`` in
+    the system's temp directory, before the site config's own log takes
+    over, and leaves it there: moved to ``var/<site>/logs/<run id>.reframe-start.log``.
+    Its file is the one made since *since* that names this site's config (one
+    validation of a site runs at a time: the site lock)."""
+    import tempfile
+
+    needle = f"Loading configuration file: '{site.config}'"
+    for path in Path(tempfile.gettempdir()).glob("rfm-*.log"):
+        try:
+            if path.stat().st_mtime < since - 1 or needle not in path.read_text(
+                    errors="replace")[:20000]:
+                continue
+            dest = site.run_log(run_id).with_name(f"{run_id}.reframe-start.log")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), dest)
+            return dest
+        except OSError:
+            continue
+    return None
+
+
+def settle_earlier_run(site: Site, err: IO[str] = sys.stderr) -> None:
+    """Under the site lock: a run recorded in ``var/<site>/run.json`` is one
+    whose hpcval died (SIGKILL, an out-of-memory kill) without cleaning up.
+    Its processes still alive (ReFrame, launchers, ranks: found by run id and
+    process group) are stopped, so that no two runs share the machine, and
+    the run is marked ``orphaned`` (never judged, never a baseline). Says so."""
+    import socket
+
+    from hpcval.run import verdicts
+
+    path = site.var / procs.RUN_RECORD
+    rec = procs.read_run_record(path)
+    if rec is None:
+        return
+    old = str(rec["run_id"])
+    host = str(rec.get("host", ""))
+    if host and host != socket.gethostname():
+        print(f"hpcval: warning: {path}: run {old} of an hpcval on {host} ended without "
+              "cleaning up; its processes there cannot be seen from here", file=err,
+              flush=True)
+        left: list[int] = []
+    else:
+        pgid = rec.get("pgid")
+        left = procs.stop_run(old, pgid if isinstance(pgid, int) else None,
+                              site.stage_dir(old))
+    done = verdicts.mark_orphaned(site, old)
+    alive = (f"stopped its {len(left)} process(es) still running "
+             f"(pids {', '.join(map(str, left[:8]))}{' ...' if len(left) > 8 else ''}); "
+             if left else "none of its processes was left; ")
+    print(f"hpcval: run {old} outlived its hpcval (pid {rec.get('hpcval_pid', '?')}, killed "
+          f"without cleaning up): {alive}{done}", file=err, flush=True)
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 #: What ``validate`` says when ReFrame selected no test case.
@@ -417,6 +551,10 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         # stopped while it was judged or stored: the storing completed; the run
         # is marked, never a baseline
         return _interrupted(site, run_id, report_path, console, out, stopper, stored=True)
+    if judged.store_error is not None:  # no verdict without the history it needs
+        print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
+              file=sys.stderr)
+        return Outcome(EXIT_ENVIRONMENT, report, None, rc, run_id)
     report, html = publish(report_path, site, out, judged.html_sections, judged.text)
     if stopper is not None and stopper.signum is not None:
         return _interrupted(site, run_id, report_path, console, out, stopper, stored=True)

@@ -132,6 +132,13 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     if record:
         judged.text = ("\nRecorded: nothing judged (--record); every figure is stored with "
                        "its samples in the site's history.\n")
+        try:  # the mark `store rebuild` imports a run by: hpcval stored it
+            atomic_write(_verdicts_file(site, run_id),
+                         json.dumps({"result": run.result, "accepted": run.accepted,
+                                     "recorded": True, "verdicts": []}, indent=1),
+                         "writing the run's verdicts")
+        except HpcvalError as err:
+            judged.store_error = err
         return judged
     from hpcval.history import judging
 
@@ -249,6 +256,43 @@ def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = 
     return judged
 
 
+#: what an orphaned run says after its verdict table
+ORPHANED_TEXT = ("\nOrphaned: hpcval died (SIGKILL, an out-of-memory kill) while this run's "
+                 "benchmarks ran on; the next validation stopped what was left and stored the "
+                 "run as `orphaned`: never judged, never a baseline.\n")
+
+
+def mark_orphaned(site: Site, run_id: str) -> str:
+    """Mark run *run_id*, whose hpcval died before judging it, ``orphaned``:
+    never accepted into baselines, also after ``hpcval store rebuild`` (the
+    mark is kept in ``verdicts/<run id>.json``). A run judged before hpcval
+    died keeps its verdicts. Returns what was done, for one line of output."""
+    path = _verdicts_file(site, run_id)
+    if path.exists():
+        return "it had been judged and stored before hpcval died: kept as it was"
+    atomic_write(path, json.dumps({"result": "orphaned", "accepted": False, "verdicts": []},
+                                  indent=1), "marking the run orphaned")
+    report_path = site.report_path(run_id)
+    if not site.history_db.exists():
+        return "marked orphaned"
+    store = Store(site.history_db)
+    if any(r["run_id"] == run_id for r in store.runs()):
+        store.set_verdicts(run_id, [], "orphaned", accepted=False)
+        return "stored as orphaned (never a baseline)"
+    if not report_path.is_file() or report_path.stat().st_size == 0:
+        return "it wrote no run report: nothing stored"
+    from hpcval.reporting.report import load_run_report
+
+    try:
+        report = load_run_report(report_path)
+    except HpcvalError as err:
+        return f"its run report is unreadable ({err}): nothing stored"
+    run = records_from_report(report, run_id, site.name, provenance(report))
+    run.result, run.accepted = "orphaned", False
+    store.add_run(run)
+    return "stored as orphaned (never a baseline)"
+
+
 def stored(site: Site, run_id: str, report: RunReport) -> Judged:
     """The verdicts stored with a run (for ``hpcval report``)."""
     path = _verdicts_file(site, run_id)
@@ -263,6 +307,8 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
     judged.text = verdict_text(judged.verdicts)
     if data.get("result") == "interrupted":
         judged.text += INTERRUPTED_TEXT
+    if data.get("result") == "orphaned":
+        judged.text += ORPHANED_TEXT
     return judged
 
 

@@ -119,3 +119,18 @@ class fake_lab_fault_check(FakeImbBase):
     def run_fake(self) -> None:
         self.executable_opts = [self.mode, *self.executable_opts]
         self.time_limit = "1m" if self.mode == "hang" else "10m"
+
+
+@rfm.simple_test
+class fake_orphan_check(FakeImbBase):
+    """A benchmark that runs for minutes (fake-imb ``hang``, a 5-minute time
+    limit), one MPI stack: its hpcval is killed with SIGKILL under it, and the
+    next validation must find and stop what is left (tests/faults/test_orphans.py)."""
+
+    valid_systems = ["local"]
+    valid_prog_environs = ["+impi +imb"]
+    time_limit = "5m"
+
+    @run_after("setup")
+    def run_fake(self) -> None:
+        self.executable_opts = ["hang", *self.executable_opts]

@@ -9,6 +9,9 @@ files carry the timers (``frame/module_timing.F``)::
     d01 0001-01-01_00:10:00 wrf: SUCCESS COMPLETE WRF
 
 With an adaptive time step the main timer reads ``main (dt= 45.00): time ...``.
+A FATAL that only sums up (``NOTE: 1 namelist settings are wrong``,
+``ERRORS while reading one or more namelists``) is quoted after the
+``--- ERROR`` lines printed above it, its cause.
 A run that WRF stops itself prints ``-------------- FATAL CALLED ---------------``,
 ``FATAL CALLED FROM FILE:  <file>  LINE:  <n>`` and the reason; an unstable run
 usually first prints ``N points exceeded v_cfl = 2 in domain d01 at time ...``.
@@ -66,6 +69,14 @@ _TIMING_RE = re.compile(r"Timing for (?P<what>.+?):\s+(?P<secs>\S+) elapsed seco
 _FILE_TIME_RE = re.compile(r"_(?P<time>" + _TIME + r")$")
 _SUCCESS_RE = re.compile(r"wrf: SUCCESS COMPLETE WRF")
 _FATAL_FROM_RE = re.compile(r"FATAL CALLED FROM FILE:\s+(?P<file>\S+)\s+LINE:\s+(?P<line>\d+)")
+#: The cause WRF prints on a line of its own before a FATAL that only sums up
+#: (``--- ERROR: ...`` of the namelist checks, ``------ ERROR while reading
+#: namelist physics ------``).
+_ERROR_LINE_RE = re.compile(r"^\s*-{2,}\s*ERROR\b")
+#: FATAL messages that only sum up the errors printed above them.
+_SUMMING_FATAL_RE = re.compile(r"namelist settings are wrong|ERRORS while reading one or more "
+                               r"namelists|namelist vs input data inconsistencies",
+                               re.IGNORECASE)
 _FATAL_BANNER = "-------------- FATAL CALLED ---------------"
 _FATAL_END = "-------------------------------------------"
 _SIGNAL_RE = re.compile(r"Program received signal (?P<sig>SIG\w+)(?::\s*(?P<what>.*))?")
@@ -238,6 +249,8 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
     pending: dict[int, list[WrfWrite]] = {}
     in_fatal = False
     fatal_lines: list[str] = []
+    #: ERROR lines printed since the last step: the cause of a summing FATAL
+    errors: list[str] = []
     seen_wrf = False
 
     for line_no, raw in enumerate(text.splitlines(), start=1):
@@ -256,12 +269,16 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
             if line.strip() == _FATAL_END:
                 in_fatal = False
                 if log.fatal is None:
-                    log.fatal = _fatal_text(fatal_lines)
+                    log.fatal = _fatal_text(fatal_lines, errors)
             elif line.strip():
                 fatal_lines.append(line.strip())
             continue
+        if _ERROR_LINE_RE.match(line):
+            errors.append(line.strip())
+            continue
         if m := _MAIN_RE.search(line):
             seen_wrf = True
+            errors = []
             domain = int(m.group("domain"))
             dt = _number(m.group("dt"), line_no, source) if m.group("dt") else None
             log.steps.append(WrfStep(
@@ -294,7 +311,7 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
             log.signal = m.group("sig") + (f": {what}" if what else "")
 
     if in_fatal and log.fatal is None:
-        log.fatal = _fatal_text(fatal_lines)
+        log.fatal = _fatal_text(fatal_lines, errors)
     if not seen_wrf:
         raise ParseError(
             f"{source}: no WRF timer, completion or fatal-error line: not a WRF rsl log "
@@ -303,7 +320,11 @@ def parse_wrf_log(text: str, source: str = "WRF log") -> WrfLog:
     return log
 
 
-def _fatal_text(lines: list[str]) -> str:
+def _fatal_text(lines: list[str], errors: list[str] | None = None) -> str:
+    """WRF's FATAL message with its file and line; where the message only
+    sums up (``NOTE: 1 namelist settings are wrong``, ``ERRORS while reading
+    one or more namelists``), the ERROR lines printed above it come first:
+    they are the cause."""
     where = ""
     message: list[str] = []
     for text in lines:
@@ -311,7 +332,11 @@ def _fatal_text(lines: list[str]) -> str:
             where = f" (FATAL CALLED FROM FILE {m.group('file')} LINE {m.group('line')})"
         else:
             message.append(text)
-    return (" ".join(message) or "no message") + where
+    said = " ".join(message) or "no message"
+    if errors and _SUMMING_FATAL_RE.search(said):
+        cause = " ".join(e.strip("- ").strip() for e in errors)
+        return f"{cause} [WRF: {said}]{where}"
+    return said + where
 
 
 def check_complete(log: WrfLog, expected_steps: int | None = None, domain: int = 1) -> WrfLog:
