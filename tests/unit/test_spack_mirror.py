@@ -139,7 +139,7 @@ def test_environment_sources_come_from_the_lock_and_the_package_files(tmp_path: 
     found = mirror.environment_sources(env_dir, tmp_path / "builtin", tmp_path)
     assert [(s.label, s.sha256, s.mirror_path()) for s in found] == [
         ("tiny@1.0", "a" * 64, f"_source-cache/archive/aa/{'a' * 64}.tar.gz"),
-        ("tiny@1.0 (patch)", "9" * 64, f"_source-cache/archive/99/{'9' * 64}.patch")]
+        ("tiny@1.0 (patch)", "9" * 64, f"_source-cache/archive/99/{'9' * 64}")]
     with pytest.raises(spack.InputError, match="no packages/ directory"):
         mirror.environment_sources(env_dir, tmp_path / "nowhere", tmp_path)
 

@@ -173,9 +173,10 @@ class Source:
 
     def mirror_path(self) -> str:
         """Where Spack looks for it in a mirror."""
+        if self.sha256 and self.kind == "patch":  # not expanded: no extension
+            return f"_source-cache/archive/{self.sha256[:2]}/{self.sha256}"
         if self.sha256:
-            ext = "patch" if self.kind == "patch" else _extension(self.url)
-            return f"_source-cache/archive/{self.sha256[:2]}/{self.sha256}.{ext}"
+            return f"_source-cache/archive/{self.sha256[:2]}/{self.sha256}.{_extension(self.url)}"
         return f"{self.package}/{self.package}-{self.version}.tar.gz"
 
 
@@ -297,7 +298,11 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
                 f"{src.label}: {why}; fetch {src.url} ({checksum}) on a machine with network "
                 f"into <mirror>/{src.mirror_path()} (or `spack mirror create`)")
             continue
-        clone = clones / recipe.clone_name
+        # a working clone (<name>) or a bare one (<name>.git, `git clone --mirror`)
+        clone = next((c for c in (clones / recipe.clone_name,
+                                  clones / f"{recipe.clone_name}.git")
+                      if (c / ".git").exists() or (c / "HEAD").is_file()),
+                     clones / recipe.clone_name)
         if not (clone / ".git").exists() and not (clone / "HEAD").is_file():
             result.missing_clones.append(
                 f"{src.label}: no clone at {clone}: `git clone {recipe.url()} {clone}` "
