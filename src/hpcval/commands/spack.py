@@ -197,12 +197,10 @@ def _install(args: argparse.Namespace) -> int:
     _print_diagnosis(found)
     if found.verdict == "broken":
         raise EnvironmentFault(f"{env_dir}: broken (above): nothing installed")
-    lock = spack.read_lock(env_dir)
-    hashes = {r["spec"]: r["hash"] for r in lock["roots"]}
-    ready = [r for r in found.ready if r in hashes]
-    cmd = [str(spack.find_spack()), "-e", str(env_dir), "install",
-           *[f"/{hashes[r]}" for r in ready]]
-    print(f"installing {len(ready)} of {len(hashes)} roots: {' '.join(cmd)}", flush=True)
+    ready = found.ready_hashes
+    cmd = [str(spack.find_spack()), "-e", str(env_dir), "install", *[f"/{h}" for h in ready]]
+    print(f"installing {len(ready)} of {len(ready) + len(found.blocked)} roots: "
+          f"{' '.join(cmd)}", flush=True)
     if args.dry_run:
         return spack.DOCTOR_EXIT[found.verdict]
     if ready:

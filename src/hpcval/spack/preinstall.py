@@ -385,6 +385,8 @@ class Diagnosis:
     missing: list[str] = field(default_factory=list)
     ready: list[str] = field(default_factory=list)
     blocked: dict[str, list[str]] = field(default_factory=dict)
+    #: the DAG hashes of :attr:`ready`, in the same order
+    ready_hashes: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -448,6 +450,7 @@ def doctor(env_dir: str | Path) -> Diagnosis:
     found.missing = source_problems(report)
     ready, found.blocked = installable_roots(report)
     found.ready = [r["spec"] for r in ready]
+    found.ready_hashes = [r["hash"] for r in ready]
     for mirror in report.get("remote") or []:
         notes.append(f"remote source mirror {mirror}: an offline install cannot use it "
                      "(docs/spack.md: one local mirror, `mirrors::` in the site scope)")
