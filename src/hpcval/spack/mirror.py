@@ -291,8 +291,8 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
             result.present.append(f"{src.label}: {target} (sha256 verified)")
             continue
         if recipe is None:
-            why = NOT_FROM_GIT.get(src.package, "no recipe reproduces it from a repository"
-                                   if src.kind == "archive" else "a patch Spack downloads")
+            why = (NOT_FROM_GIT.get(src.package, "no recipe reproduces it from a repository")
+                   if src.kind == "archive" else "a patch Spack downloads")
             checksum = f"sha256 {src.sha256}" if src.sha256 else "no checksum"
             result.need_network.append(
                 f"{src.label}: {why}; fetch {src.url} ({checksum}) on a machine with network "
