@@ -191,3 +191,16 @@ def test_slurm_version_is_read_without_a_configured_controller() -> None:
                           capture_output=True, text=True, check=False).stdout
     if dpkg:
         assert dpkg.startswith(version)
+
+
+def test_mirror_cli_wrong_input_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    from hpcval import cli
+
+    assert cli.main(["spack", "mirror", "--env", "no-such-system"]) == 2
+    assert "no such Spack environment" in capsys.readouterr().err
+    monkeypatch.delenv("SPACK_ROOT", raising=False)
+    assert cli.main(["spack", "mirror", "--env", "onprem-ib"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--mirror: none given" in err[0]
