@@ -31,17 +31,17 @@ CONCRETIZE_TIMEOUT = 1800
 
 def _copy_environments(tmp_path: Path) -> Path:
     """environments/, spack-repo/ and proxies/ side by side in tmp_path, so the
-    relative ``include:``, ``repos:`` and ``develop:`` paths of each spack.yaml
+    relative ``include:`` and ``repos:`` paths of each spack.yaml
     still resolve."""
     shutil.copytree(ROOT / "environments", tmp_path / "environments",
                     ignore=shutil.ignore_patterns("spack.lock", ".spack-env"))
     for name in ("spack-repo", "proxies"):
         (tmp_path / name).symlink_to(ROOT / name)
     missing = [p for p in (tmp_path / "environments").glob("*/spack.yaml")
-               if spack.VENV_MPI_INCLUDE in p.read_text()
-               and not (p.parent / spack.VENV_MPI_INCLUDE).is_file()]
-    assert not missing, (f"{spack.VENV_MPI_INCLUDE} missing beside {missing}: "
-                         "run make setup (hpcval spack externals)")
+               for include in (spack.VENV_MPI_INCLUDE, spack.STREAM_INCLUDE)
+               if include in p.read_text() and not (p.parent / include).is_file()]
+    assert not missing, (f"{spack.VENV_MPI_INCLUDE} or {spack.STREAM_INCLUDE} missing beside "
+                         f"{missing}: run make setup (hpcval spack externals)")
     return tmp_path / "environments"
 
 
@@ -188,9 +188,16 @@ def test_spack_install_builds_hpcval_packages_against_every_mpi(tmp_path: Path) 
             nodes = spack.read_spec_json(prefix)
             mpi = spack.mpi_node(nodes)
             assert mpi is not None
-            assert nodes[0]["parameters"]["dev_path"] == str(tmp_path)  # this source tree
+            # built by version from the checkout's summed files, never from a shared tree
+            assert "dev_path" not in nodes[0]["parameters"]
+            assert nodes[0]["version"] == (ROOT / "proxies/cfdio/VERSION").read_text().strip()
             mpis[mpi["name"]] = prefix
         assert set(mpis) == {"openmpi", "intel-oneapi-mpi"}
+        # nothing changed: a second install builds nothing (the two builds once shared a
+        # developed tree and each made the other look changed)
+        again = spack.run_spack(["install", "hpcval-cfdio"], env_dir, timeout=600)
+        assert again.returncode == 0 and "Installing hpcval-cfdio" not in \
+            again.stdout + again.stderr, again.stdout
         libmpi = {"openmpi": "libmpi.so.40", "intel-oneapi-mpi": "libmpi.so.12"}
         for name, prefix in mpis.items():
             linked = subprocess.run(["ldd", str(prefix / "bin" / "cfdio")], capture_output=True,

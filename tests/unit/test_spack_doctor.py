@@ -193,6 +193,10 @@ def test_a_lock_made_in_another_checkout_is_named(tmp_path: Path) -> None:
     """Spack installs a lock as it is: a lock whose externals or developed trees are
     not where this checkout declares them would build against what is not here."""
     env_dir = _copy("local", tmp_path)
+    # an environment that develops hpcval-cfdio from the checkout (local did so once)
+    manifest = yaml.safe_load((env_dir / "spack.yaml").read_text())
+    manifest["spack"]["develop"] = {"hpcval-cfdio": {"spec": "hpcval-cfdio", "path": "../.."}}
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest))
     (env_dir / spack.VENV_MPI_INCLUDE).write_text(yaml.safe_dump({"packages": {
         "intel-oneapi-mpi": {"buildable": False, "externals": [
             {"spec": "intel-oneapi-mpi@2021.18.1", "prefix": str(tmp_path / "venv")}]}}}))

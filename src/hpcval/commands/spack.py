@@ -4,6 +4,7 @@ and what an install assumes, checked before it starts."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -35,13 +36,48 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="environment name or directory (repeatable; default: all)")
     lock.set_defaults(func=_lock)
 
+    mir = ssub.add_parser(
+        "mirror", help="make the source mirror of an environment from repository clones",
+        description="Read the versions the environment's lock pins, make each archive a "
+        "git clone reproduces (git archive | gzip -n: IMB, IOR, STREAM, Spack's "
+        "compiler-wrapper) from the clones under --sources, and put it in the mirror only "
+        "when its sha256 is the one Spack's package.py declares. Lists every other source "
+        "with the URL to fetch it from on a machine with network. Exit 0 when everything "
+        "makeable here is in the mirror, 3 when a clone is missing or an archive does not "
+        "match its package (docs/spack.md, section 3).")
+    mir.add_argument("--env", required=True, metavar="E", help="environment name or directory")
+    mir.add_argument("--sources", type=Path, metavar="DIR",
+                     help="directory of the source clones, one per repository, named as the "
+                     f"repository (default: ${spack.SOURCES_ENV}, else <mirror>/../sources)")
+    mir.add_argument("--mirror", type=Path, metavar="DIR",
+                     help="the mirror directory (default: the file:// mirror of "
+                     "$SPACK_ROOT/etc/spack/site/mirrors.yaml)")
+    mir.add_argument("--builtin", type=Path, metavar="DIR",
+                     help="Spack's builtin package repository at the pinned commit (default: "
+                     "the one $SPACK_ROOT/etc/spack/site/repos.yaml names)")
+    mir.set_defaults(func=_mirror)
+
+    ins = ssub.add_parser(
+        "install", help="install every root of an environment an offline install can build",
+        description="Run the doctor's checks; when nothing is broken, `spack -e E install` the "
+        "roots whose every source is in the local mirror (or needs none), and name each root "
+        "left out with the sources it lacks. Exit 0 when every root is installed, 1 when "
+        "some could not be (sources missing), 3 when the environment is broken or the "
+        "install fails.")
+    ins.add_argument("--env", required=True, metavar="E", help="environment name or directory")
+    ins.add_argument("--dry-run", action="store_true",
+                     help="print the spack command and the roots left out; install nothing")
+    ins.set_defaults(func=_install)
+
     doc = ssub.add_parser(
         "doctor", help="check what `spack install` of an environment assumes",
         description="Before `spack install`: every declared external's prefix exists and "
         "holds what it claims (mpicc of that MPI, libmpi, srun), every declared compiler "
         "exists at its version, the lock names the declared target, and the local mirrors "
         "hold every source an offline install needs (each missing archive named with its URL "
-        "and sha256). One line per problem; exit 3 when there is one.")
+        "and sha256, each present archive checked against its sha256). One line per finding. "
+        "Exit 0: ready to install every root; 1: ready for a subset (only sources are "
+        "missing: `hpcval spack install` builds the roots it names); 3: broken.")
     doc.add_argument("--env", required=True, metavar="E", help="environment name or directory")
     doc.set_defaults(func=_doctor)
 
@@ -59,6 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _externals(args: argparse.Namespace) -> int:
     for path in spack.write_venv_externals(args.prefix):
+        print(path)
+    for path in spack.write_host_stream_sizes():
         print(path)
     return 0
 
@@ -90,15 +128,90 @@ def _proxy_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mirror(args: argparse.Namespace) -> int:
+    env_dir = spack.resolve_environment(args.env)
+    mirror = args.mirror or spack.default_mirror()
+    if mirror is None:
+        raise InputError("--mirror: none given and no file:// mirror in "
+                         "$SPACK_ROOT/etc/spack/site/mirrors.yaml (docs/spack.md, section 1)")
+    builtin = args.builtin or spack.default_builtin()
+    if builtin is None:
+        raise InputError("--builtin: none given and no builtin repository in "
+                         "$SPACK_ROOT/etc/spack/site/repos.yaml (docs/spack.md, section 1)")
+    clones = args.sources or (Path(os.environ[spack.SOURCES_ENV])
+                              if os.environ.get(spack.SOURCES_ENV)
+                              else Path(mirror).parent / "sources")
+    sources = spack.environment_sources(env_dir, builtin)
+    result = spack.make_mirror(sources, Path(mirror), clones)
+    for line in result.present:
+        print(f"in the mirror: {line}")
+    for line in result.made:
+        print(f"made: {line}")
+    for line in result.need_network:
+        print(f"needs network: {line}")
+    for line in result.missing_clones:
+        print(f"missing clone: {line}")
+    for line in result.wrong:
+        print(f"wrong: {line}")
+    print(f"{env_dir.name}: {len(result.made) + len(result.present)} of {len(sources)} sources "
+          f"in {mirror}; {len(result.need_network)} need a machine with network")
+    if result.wrong or result.missing_clones:
+        raise EnvironmentFault(f"{len(result.wrong) + len(result.missing_clones)} sources "
+                               "could not be made here (above)")
+    return 0
+
+
+def _print_diagnosis(found: spack.Diagnosis) -> None:
+    for line in found.problems:
+        print(line)
+    for line in found.missing:
+        print(line)
+    for root, lacking in found.blocked.items():
+        print(f"not installable offline: {root}: lacks the sources of {', '.join(lacking)}")
+    for line in found.notes:
+        print(f"note: {line}")
+
+
 def _doctor(args: argparse.Namespace) -> int:
     env_dir = spack.resolve_environment(args.env)
-    problems, notes = spack.doctor(env_dir)
-    for line in problems:
-        print(line)
-    for line in notes:
-        print(f"note: {line}")
-    if problems:
-        raise EnvironmentFault(f"{len(problems)} problems in {env_dir}: fix them before "
-                               "`spack install`")
-    print(f"{env_dir}: ready for spack install")
-    return 0
+    found = spack.doctor(env_dir)
+    _print_diagnosis(found)
+    verdict = found.verdict
+    if verdict == "broken":
+        raise EnvironmentFault(f"{len(found.problems) or len(found.blocked)} problems in "
+                               f"{env_dir}: fix them before `spack install`")
+    if verdict == "subset":
+        print(f"{env_dir}: ready for a subset: {len(found.ready)} of "
+              f"{len(found.ready) + len(found.blocked)} roots install offline "
+              f"(`hpcval spack install --env {env_dir.name}`)")
+    else:
+        print(f"{env_dir}: ready to install all roots")
+    return spack.DOCTOR_EXIT[verdict]
+
+
+def _install(args: argparse.Namespace) -> int:
+    import subprocess
+
+    env_dir = spack.resolve_environment(args.env)
+    found = spack.doctor(env_dir)
+    _print_diagnosis(found)
+    if found.verdict == "broken":
+        raise EnvironmentFault(f"{env_dir}: broken (above): nothing installed")
+    ready = found.ready_hashes
+    cmd = [str(spack.find_spack()), "-e", str(env_dir), "install", *[f"/{h}" for h in ready]]
+    print(f"installing {len(ready)} of {len(ready) + len(found.blocked)} roots: "
+          f"{' '.join(cmd)}", flush=True)
+    if args.dry_run:
+        return spack.DOCTOR_EXIT[found.verdict]
+    if ready:
+        proc = subprocess.run(cmd, check=False)
+        if proc.returncode != 0:
+            raise EnvironmentFault(f"spack install of {env_dir.name} failed (exit "
+                                   f"{proc.returncode}): see its output above")
+    for root, lacking in found.blocked.items():
+        print(f"not installed: {root}: its sources are not in the mirror "
+              f"({', '.join(lacking)}): fetch them on a machine with network (docs/spack.md, "
+              "section 3)")
+    print(f"{env_dir.name}: {len(ready)} roots installed, {len(found.blocked)} not obtainable "
+          "offline")
+    return 1 if found.blocked else 0

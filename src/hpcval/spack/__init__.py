@@ -8,7 +8,11 @@
   target and locks (``hpcval spack lock``);
 - :mod:`hpcval.spack.proxies`: the versions of hpcval's own proxies
   (``hpcval spack proxy-version``);
-- :mod:`hpcval.spack.preinstall`: what an install assumes (``hpcval spack doctor``).
+- :mod:`hpcval.spack.preinstall`: what an install assumes (``hpcval spack doctor``,
+  ``hpcval spack install``);
+- :mod:`hpcval.spack.streamsize`: STREAM's array size from the node's cache;
+- :mod:`hpcval.spack.mirror`: the source mirror from repository clones
+  (``hpcval spack mirror``).
 
 Every public name of the rooms is read as ``hpcval.spack.<name>`` too
 (``from hpcval import spack; spack.find_spack()``). A room is imported when one of its
@@ -22,7 +26,8 @@ import importlib
 from typing import Any
 
 #: The rooms, in the order a name is looked for (what site configs need first).
-ROOMS = ("builds", "venvmpi", "environments", "proxies", "preinstall")
+ROOMS = ("builds", "venvmpi", "environments", "proxies", "preinstall", "streamsize",
+         "mirror")
 
 
 def __getattr__(name: str) -> Any:

@@ -183,14 +183,20 @@ def wrong_targets(lock: dict[str, Any], target: str) -> list[str]:
 
 
 def lock_environment(env_dir: str | Path, timeout: float = 3600) -> dict[str, Any]:
-    """``spack concretize -f`` in *env_dir*, writing its spack.lock; fails, restoring the
+    """``spack concretize -f`` in *env_dir*, writing its spack.lock (first, for an
+    environment of this host, its STREAM size: :mod:`hpcval.spack.streamsize`); fails, restoring the
     files, where Spack wrote into spack.yaml or an included file (something it had to
     detect on this host is undeclared) or where a node misses the declared target.
     Returns the seconds it took, the roots and the target."""
     import time
 
+    from hpcval.spack import streamsize
+
     env_dir = Path(env_dir)
     target = declared_target(env_dir)
+    if env_dir.name in streamsize.HOST_ENVIRONMENTS and streamsize.includes_stream_size(env_dir):
+        topo, mem = streamsize.host_node()
+        streamsize.write_stream_size(env_dir, topo, mem, env_dir.name)
     tracked = {p: p.read_bytes() for p in manifest_files(env_dir) if p.is_file()}
     if find_spack() is None:
         raise EnvironmentFault(NOT_FOUND)
@@ -213,5 +219,8 @@ def lock_environment(env_dir: str | Path, timeout: float = 3600) -> dict[str, An
         raise InputError(f"{env_dir / 'spack.yaml'}: {len(wrong)} specs not built for "
                          f"target={target}, e.g. {wrong[0]}: give their requirements "
                          f"target={target} too")
+    unsized = streamsize.stream_size_problems(env_dir, lock)
+    if unsized and streamsize.includes_stream_size(env_dir):
+        raise InputError(unsized[0])
     return {"env": env_dir.name, "seconds": seconds, "target": target,
             "roots": len(lock["roots"]), "specs": len(lock["concrete_specs"])}

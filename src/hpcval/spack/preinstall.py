@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,11 +131,43 @@ def check_external(package: str, spec: str, prefix: str | Path, where: str) -> l
             problems.append(f"{label}: {mpicc} reports another version than {version}: "
                             f"{output.strip().splitlines()[0]}")
     if package == "slurm" and (base / "bin" / "srun").is_file() and version:
-        output = _run_probe(base / "bin" / "srun", ["--version"]) or ""
-        if version not in output:
-            problems.append(f"{label}: srun --version says {output.strip() or 'nothing'}, "
+        reported = slurm_version(base / "bin" / "srun")
+        if reported != version:
+            problems.append(f"{label}: srun --version says {reported or 'nothing'}, "
                             f"not {version}")
     return problems
+
+
+#: What Slurm's commands say where no controller is configured yet (no slurm.conf, no
+#: DNS SRV record): true of a fresh `make system-deps` host, and no fault of the install.
+NO_CONTROLLER = ("Could not establish a configuration source", "cannot stat file",
+                 "resolve_ctls_from_dns_srv", "Unable to process configuration file")
+
+
+def slurm_version(srun: Path) -> str:
+    """The version ``srun --version`` reports, one line. Where no controller is
+    configured (no slurm.conf: srun stops before printing its version) it is asked
+    again with a minimal configuration of its own, which only names a controller."""
+    import tempfile
+
+    output = (_run_probe(srun, ["--version"]) or "").strip()
+    words = output.split()
+    if output and not any(m in output for m in NO_CONTROLLER) and len(words) >= 2:
+        return words[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "slurm.conf"
+        conf.write_text("ClusterName=hpcval-probe\nSlurmctldHost=localhost\n")
+        try:
+            proc = subprocess.run([str(srun), "--version"], capture_output=True, text=True,
+                                  timeout=60, check=False,
+                                  env={**os.environ, "SLURM_CONF": str(conf)})
+            output = (proc.stdout + proc.stderr).strip()
+        except (OSError, subprocess.TimeoutExpired):
+            output = ""
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    if lines and not any(m in lines[-1] for m in ("error", "fatal")):
+        return lines[-1].split()[-1]
+    return " / ".join(lines[-1:]) or ""
 
 
 def check_compiler(spec: str, prefix: str | Path, compilers: dict[str, str],
@@ -187,8 +220,9 @@ def check_declared(env_dir: str | Path) -> list[str]:
 
 #: Run by ``spack -e <env> python``: every source an install of the environment's
 #: concrete specs would fetch (not installed, not external, not developed from a local
-#: tree), where the mirrors and the source cache would keep it, and whether they do.
-SOURCES_SCRIPT = r'''
+#: tree), where the mirrors and the source cache would keep it, and whether they do;
+#: and per root of the environment, which of those sources its install needs.
+SOURCES_SCRIPT = r"""
 import json
 import os
 
@@ -207,16 +241,17 @@ for name, mirror in spack.mirrors.mirror.MirrorCollection(source=True).items():
     else:
         remote.append(f"{name} {url}")
 cache = spack.util.path.canonicalize_path(spack.config.get("config:source_cache"))
-sources, seen, fetched = [], set(), set()
+sources, index, needs = [], {}, {}
 for spec in env.all_specs():
-    if spec.external or spec.dag_hash() in seen:
+    if spec.external or spec.dag_hash() in needs:
         continue
-    seen.add(spec.dag_hash())
+    needs[spec.dag_hash()] = []
     if "dev_path" in spec.variants or spec.installed:
         continue
     try:
         stages = list(spec.package.stage)
     except Exception as err:  # a package that cannot say what it fetches
+        needs[spec.dag_hash()].append(len(sources))
         sources.append({"spec": spec.format("{name}@{version}"), "error": str(err)})
         continue
     for stage in stages:
@@ -225,21 +260,28 @@ for spec in env.all_specs():
         if url is None:
             continue  # nothing to fetch (bundle packages, runtimes)
         key = (url, getattr(fetcher, "digest", None))
-        if key in fetched:
-            continue  # the same archive for another spec (e.g. one build per MPI)
-        fetched.add(key)
-        paths = list(stage.mirror_layout) if stage.mirror_layout else []
-        found = [os.path.join(root, p) for root in [*local, cache] for p in paths
-                 if os.path.exists(os.path.join(root, p))]
-        if url.startswith("file://") and os.path.exists(spack.util.url.local_file_path(url)):
-            found.append(url)  # on this machine already (hpcval's own checkout)
-        sources.append({"spec": spec.format("{name}@{version}"), "url": url,
-                        "sha256": getattr(fetcher, "digest", None)
-                        or getattr(fetcher, "commit", None),
-                        "kind": type(fetcher).__name__, "paths": paths, "found": found})
+        if key not in index:  # the same archive for another spec (one build per MPI)
+            index[key] = len(sources)
+            paths = list(stage.mirror_layout) if stage.mirror_layout else []
+            found = [os.path.join(root, p) for root in [*local, cache] for p in paths
+                     if os.path.exists(os.path.join(root, p))]
+            if url.startswith("file://") and os.path.exists(spack.util.url.local_file_path(url)):
+                found.append(url)  # on this machine already (hpcval's own checkout)
+            sources.append({"spec": spec.format("{name}@{version}"), "url": url,
+                            "sha256": getattr(fetcher, "digest", None)
+                            or getattr(fetcher, "commit", None),
+                            "kind": type(fetcher).__name__, "paths": paths, "found": found})
+        needs[spec.dag_hash()].append(index[key])
+roots = []
+for user, root in env.concretized_specs():
+    wanted = set()
+    for dep in root.traverse(deptype="all"):
+        wanted.update(needs.get(dep.dag_hash(), []))
+    roots.append({"spec": str(user), "hash": root.dag_hash(), "installed": root.installed,
+                  "sources": sorted(wanted)})
 print("HPCVAL-SOURCES " + json.dumps({"local": local, "remote": remote, "cache": cache,
-                                      "sources": sources}))
-'''
+                                      "sources": sources, "roots": roots}))
+"""
 
 
 def mirror_sources(env_dir: str | Path) -> dict[str, Any]:
@@ -261,6 +303,29 @@ def mirror_sources(env_dir: str | Path) -> dict[str, Any]:
                            f"({(proc.stderr.strip().splitlines() or ['no output'])[-1]})")
 
 
+def _checksum(src: dict[str, Any]) -> str | None:
+    """The sha256 an archive must have (None: a git source, or no checksum)."""
+    digest = src.get("sha256")
+    return str(digest) if src.get("kind") == "URLFetchStrategy" and digest else None
+
+
+def corrupt_sources(report: dict[str, Any]) -> list[str]:
+    """One line per archive in a mirror or the source cache whose sha256 is not the
+    one Spack's package declares (truncated, empty, or another file): named with the
+    expected and the actual sha256. Spack would stop on it mid-install."""
+    from hpcval.spack.mirror import archive_problem
+
+    problems = []
+    for src in report.get("sources", []):
+        expected = _checksum(src)
+        for path in src.get("found") or []:
+            if expected and not str(path).startswith("file://") and os.path.isfile(path):
+                problem = archive_problem(path, expected)
+                if problem:
+                    problems.append(f"source of {src['spec']}: {problem}")
+    return problems
+
+
 def source_problems(report: dict[str, Any]) -> list[str]:
     """One line per source an offline install would miss: the archive, its URL, its
     sha256 and where in the mirror it belongs."""
@@ -273,8 +338,7 @@ def source_problems(report: dict[str, Any]) -> list[str]:
             continue
         if src.get("found"):
             continue
-        checksum = (f"sha256 {src['sha256']}" if src.get("kind") == "URLFetchStrategy"
-                    and src.get("sha256") else
+        checksum = (f"sha256 {src['sha256']}" if _checksum(src) else
                     f"{src.get('kind')} {src.get('sha256') or 'no checksum or commit'}")
         where = src["paths"][0] if src.get("paths") else "no mirror path"
         problems.append(f"missing source: {src['spec']}: {src['url']} ({checksum}); "
@@ -282,15 +346,74 @@ def source_problems(report: dict[str, Any]) -> list[str]:
     return problems
 
 
-def doctor(env_dir: str | Path) -> tuple[list[str], list[str]]:
-    """(problems, notes) of an environment before ``spack install``: declared externals
-    and compilers (no Spack needed), the lock naming the declared target, and every
-    source an offline install needs (with Spack)."""
+def _usable(src: dict[str, Any]) -> bool:
+    """A source an offline install finds: present and (where it has one) of its sha256."""
+    if src.get("error") or not src.get("found"):
+        return False
+    expected = _checksum(src)
+    if not expected:
+        return True
+    from hpcval.spack.mirror import sha256_of
+
+    return any(str(p).startswith("file://") or (os.path.isfile(p) and sha256_of(p) == expected)
+               for p in src["found"])
+
+
+def installable_roots(report: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """(roots an offline install can build now, {root spec: the specs whose sources it
+    lacks}) from :func:`mirror_sources`' report."""
+    sources = report.get("sources", [])
+    usable = [_usable(s) for s in sources]
+    ready, blocked = [], {}
+    for root in report.get("roots", []):
+        lacking = sorted({sources[i]["spec"] for i in root["sources"] if not usable[i]})
+        if lacking:
+            blocked[root["spec"]] = lacking
+        else:
+            ready.append(root)
+    return ready, blocked
+
+
+@dataclass
+class Diagnosis:
+    """What ``hpcval spack doctor`` found: what is broken (an install would fail or
+    build the wrong thing), notes, and, per root, whether an offline install can
+    build it now (:attr:`blocked`: root -> the specs whose sources it lacks)."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    ready: list[str] = field(default_factory=list)
+    blocked: dict[str, list[str]] = field(default_factory=dict)
+    #: the DAG hashes of :attr:`ready`, in the same order
+    ready_hashes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """``ready``: install all; ``subset``: only sources missing, and some roots
+        can be built; ``broken``: anything else."""
+        if self.problems or (self.blocked and not self.ready):
+            return "broken"
+        return "subset" if self.blocked or self.missing else "ready"
+
+
+#: ``hpcval spack doctor``'s exit status per verdict (docs/spack.md).
+DOCTOR_EXIT = {"ready": 0, "subset": 1, "broken": 3}
+
+
+def doctor(env_dir: str | Path) -> Diagnosis:
+    """What ``spack install`` of an environment assumes: declared externals and
+    compilers (no Spack needed), the lock naming the declared target, STREAM's size,
+    and every source an offline install needs, each archive verified against its
+    sha256 (with Spack); which roots an offline install can build now."""
+    from hpcval.spack.streamsize import stream_size_problems
+
     env_dir = Path(env_dir)
-    problems = check_declared(env_dir)
-    notes: list[str] = []
+    found = Diagnosis(problems=check_declared(env_dir))
+    problems, notes = found.problems, found.notes
     target = declared_target(env_dir)
     lock_path = env_dir / "spack.lock"
+    lock = None
     if lock_path.is_file():
         lock = read_lock(env_dir)
         wrong = wrong_targets(lock, target)
@@ -316,15 +439,23 @@ def doctor(env_dir: str | Path) -> tuple[list[str], list[str]]:
                 problems.append(problem)
     else:
         problems.append(missing_lock(env_dir))
+    problems += stream_size_problems(env_dir, lock)
     if find_spack() is None:
         problems.append(f"{NOT_FOUND}: cannot list the sources an install needs")
-        return problems, notes
+        return found
+    if lock is None:
+        return found
     report = mirror_sources(env_dir)
-    problems += source_problems(report)
+    problems += corrupt_sources(report)
+    found.missing = source_problems(report)
+    ready, found.blocked = installable_roots(report)
+    found.ready = [r["spec"] for r in ready]
+    found.ready_hashes = [r["hash"] for r in ready]
     for mirror in report.get("remote") or []:
         notes.append(f"remote source mirror {mirror}: an offline install cannot use it "
                      "(docs/spack.md: one local mirror, `mirrors::` in the site scope)")
-    found = sum(1 for s in report["sources"] if s.get("found"))
-    notes.append(f"{found} of {len(report['sources'])} sources to fetch are in "
-                 f"{', '.join(report['local']) or 'no local mirror'} or {report['cache']}")
-    return problems, notes
+    have = sum(1 for s in report["sources"] if _usable(s))
+    notes.append(f"{have} of {len(report['sources'])} sources to fetch are in "
+                 f"{', '.join(report['local']) or 'no local mirror'} or {report['cache']}"
+                 " with their sha256")
+    return found
