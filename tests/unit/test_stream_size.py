@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcval import sizing
+from hpcval.node import sizing
+from hpcval.node.topology import Topology
 from hpcval.spack import environment_names, read_lock, streamsize
-from hpcval.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import EnvironmentFault, InputError
-from hpcval.paths import project_root
+from hpcval.core.errors import EnvironmentFault, InputError
+from hpcval.core.paths import project_root
 from hpcval.spack.environments import read_lock
 
 #: The environment variable naming the directory of source clones (``--sources``).

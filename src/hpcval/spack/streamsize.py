@@ -4,13 +4,13 @@
 last-level cache (:mod:`hpcval.rfm.stream`), and Spack's ``stream`` package fixes
 the size when it compiles (``stream_array_size=N``, ``-DSTREAM_ARRAY_SIZE``). So an
 environment whose target system is known pins ``stream_array_size`` from
-:func:`hpcval.sizing.stream` (``quick`` budget: each array >= 4x the cache, whole
+:func:`hpcval.node.sizing.stream` (``quick`` budget: each array >= 4x the cache, whole
 MiB) for that system's node, in the include :data:`STREAM_INCLUDE` beside its
 spack.yaml, which ``hpcval spack lock`` writes before it concretizes.
 
 The node is the one the environment's site config states. ``local`` and ``lab`` run
 on this host (``site-configs/local`` lets ReFrame detect the processor,
-``site-configs/lab`` states :func:`hpcval.topology.processor_info` of this host):
+``site-configs/lab`` states :func:`hpcval.node.topology.processor_info` of this host):
 their include is generated here and git-ignored, like their lock
 (:data:`HOST_ENVIRONMENTS`). An environment with neither a generated nor a committed
 include is reported by ``hpcval spack doctor`` as unsized.
@@ -25,9 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpcval import sizing
-from hpcval.errors import InputError
-from hpcval.topology import Topology
+from hpcval.core.errors import InputError
+from hpcval.node import sizing
+from hpcval.node.topology import Topology
 
 #: The include, beside spack.yaml, that pins STREAM's array size.
 STREAM_INCLUDE = "stream-size.yaml"
@@ -67,16 +67,16 @@ def includes_stream_size(env_dir: str | Path) -> bool:
 
 
 def required_elements(topo: Topology, mem_bytes: int | None = None) -> int:
-    """Elements per STREAM array for the node: :func:`hpcval.sizing.stream` at the
+    """Elements per STREAM array for the node: :func:`hpcval.node.sizing.stream` at the
     ``quick`` budget (>= 4x the last-level cache, whole MiB, three arrays within
-    half the memory); :class:`hpcval.sizing.SizingError` when the cache is unknown."""
+    half the memory); :class:`hpcval.node.sizing.SizingError` when the cache is unknown."""
     size = sizing.stream(sizing.Node.of(topo, mem_bytes), "quick")
     return int(size.params["array_size"])
 
 
 def host_node() -> tuple[Topology, int | None]:
     """This host's topology and memory: the node of :data:`HOST_ENVIRONMENTS`."""
-    from hpcval.topology import this_host
+    from hpcval.node.topology import this_host
 
     return this_host(), sizing.host_memory()
 
@@ -93,7 +93,7 @@ def write_stream_size(env_dir: str | Path, topo: Topology, mem_bytes: int | None
             f"# STREAM's arrays for the node of site `{site}` ({topo.source}): "
             f"{sizing.human(llc)} last-level cache,\n"
             f"# each array >= {sizing.CACHE_FACTOR}x that, whole MiB "
-            f"({sizing.human(elements * 8)}): hpcval.sizing.stream, the rule stream_check "
+            f"({sizing.human(elements * 8)}): hpcval.node.sizing.stream, the rule stream_check "
             "judges by.\n"
             "packages:\n"
             "  stream:\n"
@@ -107,7 +107,7 @@ def write_stream_size(env_dir: str | Path, topo: Topology, mem_bytes: int | None
 def write_host_stream_sizes(root: str | Path | None = None) -> list[Path]:
     """Write the include of every environment of :data:`HOST_ENVIRONMENTS` that
     includes it, from this host's topology."""
-    from hpcval.paths import project_root
+    from hpcval.core.paths import project_root
     from hpcval.spack.environments import ENVIRONMENTS_DIR
 
     written = []
