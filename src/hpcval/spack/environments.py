@@ -9,12 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.core.errors import EnvironmentFault, InputError
-from hpcval.core.paths import project_root
+from hpcval.core.paths import ENVIRONMENTS_DIR, project_root
 from hpcval.spack.builds import NOT_FOUND, find_spack, run_spack
 from hpcval.spack.venvmpi import VENV_MPI_INCLUDE
-
-#: What ``hpcval spack lock`` and the tests expect of every environment.
-ENVIRONMENTS_DIR = "environments"
 
 
 def environment_names(root: str | Path | None = None) -> list[str]:

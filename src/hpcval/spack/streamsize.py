@@ -107,8 +107,7 @@ def write_stream_size(env_dir: str | Path, topo: Topology, mem_bytes: int | None
 def write_host_stream_sizes(root: str | Path | None = None) -> list[Path]:
     """Write the include of every environment of :data:`HOST_ENVIRONMENTS` that
     includes it, from this host's topology."""
-    from hpcval.core.paths import project_root
-    from hpcval.spack.environments import ENVIRONMENTS_DIR
+    from hpcval.core.paths import ENVIRONMENTS_DIR, project_root
 
     written = []
     topo, mem = host_node()
