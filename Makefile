@@ -22,7 +22,7 @@ $(VENV)/.hpcval-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[impi,wrf,dev]'
-	$(BIN)/hpcval spack externals >/dev/null  # environments/*/intel-mpi-venv.yaml
+	$(BIN)/hpcval spack externals >/dev/null  # environments/*/intel-mpi-venv.yaml, local and lab stream-size.yaml
 	touch $@
 
 system-deps:

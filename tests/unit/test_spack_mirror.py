@@ -181,12 +181,20 @@ def test_doctor_verdicts_and_their_exit_codes() -> None:
 
 
 @pytest.mark.skipif(shutil.which("srun") is None, reason="no srun on this machine")
-def test_slurm_version_is_read_without_a_configured_controller() -> None:
+def test_slurm_version_is_read_without_a_configured_controller(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a fresh `make system-deps` host srun stops before printing its version (no
-    slurm.conf); the version is still read, and it is Debian's package's."""
+    usable slurm.conf, here an empty one); the version is still read, in one line, and
+    it is Debian's package's."""
+    (tmp_path / "slurm.conf").write_text("")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     srun = Path(str(shutil.which("srun")))
-    version = slurm_version(srun)
-    assert version and version[0].isdigit() and "error" not in version
+    plain = subprocess.run([srun, "--version"], capture_output=True, text=True, check=False)
+    assert plain.returncode != 0  # srun itself cannot say
+    said = slurm_version(srun)
+    assert "\n" not in said and "error" not in said, said
+    version = said.split()[-1]
+    assert version[0].isdigit(), said
     dpkg = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "slurm-client"],
                           capture_output=True, text=True, check=False).stdout
     if dpkg:

@@ -132,7 +132,7 @@ def check_external(package: str, spec: str, prefix: str | Path, where: str) -> l
                             f"{output.strip().splitlines()[0]}")
     if package == "slurm" and (base / "bin" / "srun").is_file() and version:
         reported = slurm_version(base / "bin" / "srun")
-        if reported != version:
+        if version not in reported.split():
             problems.append(f"{label}: srun --version says {reported or 'nothing'}, "
                             f"not {version}")
     return problems
@@ -145,15 +145,15 @@ NO_CONTROLLER = ("Could not establish a configuration source", "cannot stat file
 
 
 def slurm_version(srun: Path) -> str:
-    """The version ``srun --version`` reports, one line. Where no controller is
-    configured (no slurm.conf: srun stops before printing its version) it is asked
-    again with a minimal configuration of its own, which only names a controller."""
+    """What ``srun --version`` says, one line (``slurm-wlm 22.05.8``). Where no
+    controller is configured (no slurm.conf: srun stops before printing its version) it
+    is asked again with a minimal configuration of its own that only names a controller;
+    what still fails is its last line of output."""
     import tempfile
 
     output = (_run_probe(srun, ["--version"]) or "").strip()
-    words = output.split()
-    if output and not any(m in output for m in NO_CONTROLLER) and len(words) >= 2:
-        return words[-1]
+    if output and not any(m in output for m in NO_CONTROLLER):
+        return " / ".join(output.splitlines())
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "slurm.conf"
         conf.write_text("ClusterName=hpcval-probe\nSlurmctldHost=localhost\n")
@@ -164,10 +164,8 @@ def slurm_version(srun: Path) -> str:
             output = (proc.stdout + proc.stderr).strip()
         except (OSError, subprocess.TimeoutExpired):
             output = ""
-    lines = [ln for ln in output.splitlines() if ln.strip()]
-    if lines and not any(m in lines[-1] for m in ("error", "fatal")):
-        return lines[-1].split()[-1]
-    return " / ".join(lines[-1:]) or ""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
 
 
 def check_compiler(spec: str, prefix: str | Path, compilers: dict[str, str],
