@@ -129,3 +129,37 @@ def test_rebuild_skips_a_report_whose_hpcval_died(tmp_path: Path) -> None:
     runs = _history(root)
     assert (runs["20260102T000000Z-0d0e0f"]["result"],
             runs["20260102T000000Z-0d0e0f"]["accepted"]) == ("orphaned", 0)
+
+
+@pytest.mark.parametrize("lasts, wait, said", [
+    (25, 90, "its processes ended on their own"),
+    (300, 4, "stopped its 1 process(es) still running"),
+], ids=["ends-in-time", "stopped-after-the-wait"])
+def test_earlier_run_waited_for_with_lock_timeout(tmp_path: Path, lasts: int, wait: int,
+                                                  said: str) -> None:
+    """`--earlier-run wait`: a process of a run whose hpcval died (here a
+    real process carrying that run's id) is given --lock-timeout seconds to
+    end, saying so; what is left then is stopped; the run is orphaned."""
+    needs_impi()
+    root = make_checkout(tmp_path)
+    var = root / "var" / "local"
+    var.mkdir(parents=True)
+    dead = "20260103T000000Z-0a1b2c"
+    left = subprocess.Popen(["sleep", str(lasts)], env={**os.environ, "HPCVAL_RUN_ID": dead})
+    try:
+        (var / "run.json").write_text(json.dumps({"run_id": dead, "hpcval_pid": 999999999,
+                                                  "pgid": None,
+                                                  "host": os.uname().nodename}))
+        res = run(root, "validate", "--site", "local", "--earlier-run", "wait",
+                  "--lock-timeout", str(wait), "--", "-c", str(CHECKS), "-n",
+                  "fake_imb_check.*mode=ok$")
+    finally:
+        left.kill()
+        left.wait()
+    assert res.returncode == 0, res.output
+    assert f"run {dead} of an hpcval that died (pid 999999999) still has 1 process(es) " \
+        f"running: waiting up to {wait} s" in res.stderr, res.stderr
+    assert said in res.stderr, res.stderr
+    assert marked(dead) == []
+    sidecar = json.loads((var / "verdicts" / f"{dead}.json").read_text())
+    assert (sidecar["result"], sidecar["accepted"]) == ("orphaned", False)

@@ -222,3 +222,22 @@ def test_full_disk_is_named_before_the_exit_code(tmp_path: Path) -> None:
     assert why.startswith("disk full: cfdio: rank 0: write to /tmp/hpcval-tiny/"
                           "cfdio_read00000.dat failed: No space left on device"), why
     assert "cfdio ended with exit code 1" in why
+
+
+def test_free_space_checked_just_before_writing(tmp_path: Path) -> None:
+    """The line a cfdio output job runs before writing: a disk with less free
+    space than the job writes plus the margin stops the job (exit 28) naming
+    the directory and the full disk, which the failure then quotes first."""
+    from hpcval.rfm.cfdio import free_space_check
+
+    full = subprocess.run(["bash", "-c", free_space_check(str(tmp_path), 1 << 60)],
+                          capture_output=True, text=True)
+    assert full.returncode == 28
+    assert f"hpcval: {tmp_path}: " in full.stderr and "No space left on device" in full.stderr
+    err = _file(tmp_path, "err", full.stderr)
+    why = outcome.job_failure(None, exitcode=28, signal_number=None, scheduler_state=None,
+                              stderr=err, program="cfdio")
+    assert why is not None and why.startswith(f"disk full: hpcval: {tmp_path}: ")
+    room = subprocess.run(["bash", "-c", free_space_check(str(tmp_path), 4096)],
+                          capture_output=True, text=True)
+    assert room.returncode == 0 and room.stderr == ""

@@ -175,6 +175,17 @@ def test_corrupt_store_detected_and_rebuilt(tmp_path):
     assert count == 2 and again is None
     assert len(skipped) == 1 and str(plain) in skipped[0] and "never judged" in skipped[0]
     assert sorted(tmp_path.glob("history.sqlite*")) == [store.path]
+    # a run the healthy store holds (stored before verdicts files were kept)
+    # is kept, with its result, though it has no verdicts file
+    legacy = _stored_report(tmp_path, "lab-unshaped-run-report.json")
+    legacy_id = legacy.stem.removeprefix("run-report-")
+    run = records_from_report(load_run_report(legacy), legacy_id, "lab")
+    run.result, run.accepted = "regressed", False
+    store.add_run(run)
+    count, skipped, _ = store.rebuild(run_reports(tmp_path / "reports"), "lab")
+    assert count == 3 and [s for s in skipped if str(legacy) in s] == []
+    row = next(r for r in store.runs() if r["run_id"] == legacy_id)
+    assert (row["result"], row["accepted"]) == ("regressed", 0)
 
 
 def test_store_survives_a_writer_killed_mid_transaction(tmp_path):

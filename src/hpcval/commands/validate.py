@@ -31,6 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lock-timeout", type=seconds, default=DEFAULT_LOCK_TIMEOUT, metavar="S",
                    help="seconds to wait for another validation of the site to finish "
                    f"(default {DEFAULT_LOCK_TIMEOUT:g})")
+    p.add_argument("--earlier-run", choices=("stop", "wait"), default="stop",
+                   help="processes of an earlier run whose hpcval died (SIGKILL) still "
+                   "running: stop them before this run starts (default), or wait up to "
+                   "--lock-timeout for them to end, then stop what is left; either way the "
+                   "earlier run is stored as orphaned (docs/errors.md)")
     p.add_argument("--budget", choices=BUDGETS,
                    help="problem sizes: quick (minutes) or full (acceptance, every case on "
                    "every MPI stack); default: the site's partitions' extras.budget, else "
@@ -116,5 +121,5 @@ def _run(args: argparse.Namespace) -> int:
         chosen, said = first_contact_args(Site.load(args.site))
         print(said, flush=True)
         extra = [*chosen, *extra]
-    return validate(args.site, extra, record=args.record,
-                    lock_timeout=args.lock_timeout).exit_code
+    return validate(args.site, extra, record=args.record, lock_timeout=args.lock_timeout,
+                    wait_earlier=args.earlier_run == "wait").exit_code

@@ -428,8 +428,9 @@ class Store:
     # -- repair -----------------------------------------------------------
     def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
         """Make the database anew from the run reports hpcval judged (those with
-        ``verdicts/<run id>.json``: a plain ReFrame report, a dry run or a run
-        whose hpcval died before judging it is listed in the skipped ones). The
+        ``verdicts/<run id>.json``, or stored in the old store when it is
+        healthy; a plain ReFrame report, a dry run or a run whose hpcval died
+        before judging it is listed in the skipped ones). The
         new file is written beside and moved in place; a corrupt old file is kept
         aside as ``history.sqlite.<time>-<random>.broken``, a healthy one is
         replaced. Returns the number of runs stored, the reports skipped (each
@@ -437,16 +438,21 @@ class Store:
         from hpcval.history.runreport import load_run_report
 
         healthy = False
+        #: runs the old store holds (result, accepted): stored by hpcval, kept
+        #: even where their verdicts file is missing (stored before it existed)
+        known: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             try:
-                with self.connect():
-                    healthy = True
+                known = {r["run_id"]: {"result": r["result"], "accepted": bool(r["accepted"])}
+                         for r in self.runs()}
+                healthy = True
             except StoreError:
                 healthy = False
         skipped: list[str] = []
         loaded = []
         for path in sorted(reports):
-            if not verdicts_path(path).is_file():
+            if not verdicts_path(path).is_file() and \
+                    path.stem.removeprefix("run-report-") not in known:
                 skipped.append(f"{path}: never judged by hpcval (no {verdicts_path(path)}): a "
                                "plain ReFrame report, a dry run or a run whose hpcval died "
                                "before judging it; not imported")
@@ -464,7 +470,7 @@ class Store:
                 for path, report in loaded:
                     run_id = path.stem.removeprefix("run-report-")
                     run = records_from_report(report, run_id, site)
-                    saved = _saved_verdicts(path)
+                    saved = _saved_verdicts(path) or known.get(run_id, {})
                     run.result = str(saved.get("result", run.result))
                     run.accepted = bool(saved.get("accepted", run.result != "regressed"))
                     self._insert(conn, run)

@@ -8,6 +8,7 @@ the runs' values (:class:`hpcval.rfm.HpcvalTest`).
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 
@@ -182,6 +183,22 @@ class CfdioFilesBase(CfdioBase):
         return sn.assert_false(left, msg=f"result files left behind: {' '.join(left)}")
 
 
+def free_space_check(directory: str, need_bytes: int) -> str:
+    """A job-script line that, just before the files are written, stops the
+    job (exit 28, ENOSPC) naming the disk when *directory*'s file system has
+    less than *need_bytes* free (what the job writes plus the margin a run
+    keeps free, :func:`hpcval.sizing.disk_margin`): sizing checked at setup,
+    but other jobs may have filled the disk since. Where ``df`` cannot say,
+    nothing is checked."""
+    need_kib = max(1, need_bytes // 1024)
+    where = shlex.quote(directory)
+    return (f"free=$(df -Pk {where} 2>/dev/null | awk 'NR==2 {{print $4}}'); "
+            f'if [ -n "$free" ] && [ "$free" -lt {need_kib} ]; then '
+            f'echo "hpcval: {directory}: $((free / 1024)) MiB free, less than the '
+            f'{need_kib // 1024} MiB this job writes plus the margin kept free: No space '
+            f'left on device (checked before writing)" >&2; exit 28; fi')
+
+
 class CfdioOutputCostBase(CfdioFilesBase):
     """Runs the proxy without output and with ``strategy`` at ``num_tasks``
     ranks, in pairs, ``samples`` pairs in one job; reports output cost (with −
@@ -215,7 +232,10 @@ class CfdioOutputCostBase(CfdioFilesBase):
                   "--dir", self.output_dir]
         self.executable_opts = [*common, "--strategy", self.strategy]
         self.baseline = self.launch_command(self.cfdio, *common, "--strategy", "none")
+        # per-rank-then-gather holds the parts and the merged file at once
+        need = 2 * 8 * math.prod(self.global_grid) + sizing.disk_margin(self.output_dir)
         self.prerun_cmds = [f"mkdir -p '{self.output_dir}'",
+                            free_space_check(self.output_dir, need),
                             f"{self.baseline} > {BASELINE_OUTPUT.format(1)}"]
         self.postrun_cmds = self.cleanup_cmds(self.output_dir, self.files)
 

@@ -110,7 +110,7 @@ def check_processor(where: str, info: Any, local: bool, cpus_here: int) -> None:
         if not _whole(size) or size <= 0:
             raise SiteError(f"{key}.size: {size!r} is not a cache size: give its bytes "
                             "(above 0), or leave the processor out to detect it")
-        for sub in ("linesize", "num_cpus", "associativity"):
+        for sub in ("linesize", "num_cpus"):
             value = cache.get(sub)
             if value is not None and (not _whole(value) or value <= 0):
                 raise SiteError(f"{key}.{sub}: {value!r} is not a whole number above 0")

@@ -374,7 +374,7 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
 
 def validate(site_name: str, reframe_args: list[str] | None = None,
              root: Path | None = None, out: IO[str] = sys.stdout, record: bool = False,
-             lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Outcome:
+             lock_timeout: float = DEFAULT_LOCK_TIMEOUT, wait_earlier: bool = False) -> Outcome:
     """Run every check on the site (or those ``reframe_args`` select), store
     the run and judge it; with ``record``, write references instead."""
     site = Site.load(site_name, root)
@@ -419,7 +419,7 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
         procs.current = stopper
         stopper.record = site.var / procs.RUN_RECORD
         try:
-            settle_earlier_run(site)
+            settle_earlier_run(site, wait=lock_timeout if wait_earlier else 0.0)
             procs.record_run(stopper.record, run_id)
             print(f"hpcval: run {run_id} on site {site.name}", file=out)
             print("+ " + " ".join(cmd), file=out, flush=True)
@@ -459,12 +459,14 @@ def keep_reframe_start_log(site: Site, run_id: str, since: float) -> Path | None
     return None
 
 
-def settle_earlier_run(site: Site, err: IO[str] = sys.stderr) -> None:
+def settle_earlier_run(site: Site, err: IO[str] = sys.stderr, wait: float = 0.0) -> None:
     """Under the site lock: a run recorded in ``var/<site>/run.json`` is one
     whose hpcval died (SIGKILL, an out-of-memory kill) without cleaning up.
     Its processes still alive (ReFrame, launchers, ranks: found by run id and
     process group) are stopped, so that no two runs share the machine, and
-    the run is marked ``orphaned`` (never judged, never a baseline). Says so."""
+    the run is marked ``orphaned`` (never judged, never a baseline). With
+    *wait* seconds (``validate --earlier-run wait``), they are first given
+    that long to end on their own. Says so."""
     import socket
 
     from hpcval.run import verdicts
@@ -482,8 +484,21 @@ def settle_earlier_run(site: Site, err: IO[str] = sys.stderr) -> None:
         left: list[int] = []
     else:
         pgid = rec.get("pgid")
-        left = procs.stop_run(old, pgid if isinstance(pgid, int) else None,
-                              site.stage_dir(old))
+        group = pgid if isinstance(pgid, int) else None
+        alive = procs.run_processes(old, group)
+        if alive and wait > 0:
+            print(f"hpcval: run {old} of an hpcval that died (pid "
+                  f"{rec.get('hpcval_pid', '?')}) still has {len(alive)} process(es) running: "
+                  f"waiting up to {wait:g} s for them to end (--lock-timeout)", file=err,
+                  flush=True)
+            deadline = time.monotonic() + wait
+            while alive and time.monotonic() < deadline:
+                time.sleep(0.5)
+                alive = procs.run_processes(old, group)
+            if not alive:
+                print(f"hpcval: run {old}: its processes ended on their own", file=err,
+                      flush=True)
+        left = procs.stop_run(old, group, site.stage_dir(old)) if alive else []
     done = verdicts.mark_orphaned(site, old)
     alive = (f"stopped its {len(left)} process(es) still running "
              f"(pids {', '.join(map(str, left[:8]))}{' ...' if len(left) > 8 else ''}); "

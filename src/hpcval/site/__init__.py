@@ -166,6 +166,12 @@ class Site:
             config = load_config(path)
             config.validate()
         except Exception as err:  # noqa: BLE001 - a broken site config: say which file
+            fault = _disk_fault(err)
+            if fault is not None:  # the config made var/ directories on a full or
+                from hpcval.fileio import os_fault  # read-only disk: the disk's fault
+
+                raise os_fault(fault.filename or self.var, fault,
+                               f"reading the site config {self.config}") from None
             cause = f": {err.__cause__}" if err.__cause__ else ""
             raise SiteError(f"{self.config}: the site config fails to load: {err}{cause}") \
                 from None
@@ -279,6 +285,21 @@ class Site:
     @property
     def reframe_log(self) -> Path:
         return self.var / "reframe.log"
+
+
+def _disk_fault(err: BaseException) -> OSError | None:
+    """An OSError of a full, read-only or forbidden file system in *err*'s chain."""
+    import errno
+
+    seen: BaseException | None = err
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EROFS,
+                                                        errno.EACCES, errno.EPERM):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def known_sites(root: Path) -> list[str]:
