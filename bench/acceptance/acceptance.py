@@ -14,14 +14,15 @@ only. It prints the folder's size (at most 64 MiB travel).
 ``run --out DIR`` (there, offline): installs from that folder into a venv and
 runs, within ``--budget-s`` seconds of wall time, each step as a process of its
 own that is stopped (SIGTERM, then SIGKILL) when the budget runs out, keeping
-what finished: the node's facts; a site scaffolded with ``hpcval site new``;
+what finished: the node's facts; two sites scaffolded with ``hpcval site new``;
 the sized memory and I/O checks at ``--budget quick`` on all cores; the verdict
-experiment (5 clean IMB PingPong runs, then one beside 2 busy loops per core);
+experiment on the second site (5 clean IMB PingPong runs, then one beside 2
+busy loops per core);
 where ``nvidia-smi`` sees a GPU, hpcval's GPU checks and GPU health audit
 (``gpubench`` built with the machine's ``nvcc``) and the GPU probe of ``hpcval
 vet``. It writes under DIR: ``steps.json`` (every step: command, exit code,
-seconds, or why it did not run), ``logs/``, ``site/``, ``store/`` (the site's
-results store: run reports, verdicts, history, HTML report), ``gpu/`` and
+seconds, or why it did not run), ``logs/``, ``site/``, ``store/<site>/`` (each
+site's results store: run reports, verdicts, history, HTML report), ``gpu/`` and
 ``summary.md`` (:mod:`summary`).
 
 Only the Python standard library is used here: ``run`` starts before anything
@@ -95,10 +96,18 @@ IMPI_LINKS = {"lib/libmpi.so.12.0.0": ("lib/libmpi.so.12.0", "lib/libmpi.so.12",
                                            "lib/libmpifort.so"),
               "lib/libfabric.so.1": ("lib/libfabric.so",),
               "bin/mpiexec.hydra": ("bin/mpiexec",)}
+#: The node's checks (sized memory and I/O, GPU) run on one site, the verdict
+#: experiment on another: a recording run writes no reference for a figure at or
+#: below zero (``cfdio_read_check`` cache_resident is 0 when the page cache was
+#: dropped; docs/references.md), and every later validate of that site refuses to
+#: run without one; PingPong's site holds PingPong's references alone.
 SITE = "acceptance"
+VERDICT_SITE = "acceptance-verdict"
+SITES = (SITE, VERDICT_SITE)
 #: Rank counts of the cfdio output-cost and read checks (their parameters).
 OUTPUT_RANKS = (1, 2, 4, 8, 16, 32, 64)
 READERS = (1, 2, 4, 8)
+STRATEGIES = ("none", "per-rank-then-gather", "gather-to-root", "mpiio")
 GPU_CHECKS = ("babelstream_triad_check", "gpubench_copy_check", "gpubench_gemm_check",
               "gpubench_p2p_check", "nccl_allreduce_check", "imb_gpu_pingpong_check",
               "gpu_health_audit_check")
@@ -412,8 +421,7 @@ def node_facts(out: Path) -> dict[str, Any]:
         xml = _capture(["nvidia-smi", "-q", "-x"])
         if xml:
             (gpu_dir / "nvidia-smi-q.xml").write_text(xml)
-    nvcc = shutil.which("nvcc") or next(
-        (str(p) for p in (Path("/usr/local/cuda/bin/nvcc"),) if p.exists()), None)
+    nvcc = shutil.which("nvcc")
     facts["nvcc"] = nvcc
     if nvcc:
         facts["nvcc_version"] = (_capture([nvcc, "--version"]) or "").strip().splitlines()[-1:]
@@ -525,7 +533,14 @@ def busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
             for _ in range(n)]
 
 
+#: Where a GPU node keeps nvidia-smi and nvcc when they are not on PATH.
+TOOL_DIRS = ("/usr/local/nvidia/bin", "/usr/local/cuda/bin")
+
+
 def run(args: argparse.Namespace) -> int:
+    path = os.environ.get("PATH", "").split(":")
+    os.environ["PATH"] = ":".join(path + [d for d in TOOL_DIRS if d not in path
+                                          and Path(d).is_dir()])
     out: Path = args.out.resolve()
     offline: Path = args.offline.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -560,42 +575,54 @@ def run(args: argparse.Namespace) -> int:
             return r.skip(name, what, why_not)
         return r.run(name, what, cmd, cwd=root if ok else None, **kw)
 
-    site_step = step("site", "hpcval site new (this node's topology and nvidia-smi)",
-                     [*hp, "site", "new", SITE, "--scheduler", "local"], need=5)
-    if site_step.status == "ok":
-        (out / "site").mkdir(exist_ok=True)
-        shutil.copy2(root / "site-configs" / SITE / "config.py", out / "site" / "config.py")
+    for name in SITES:
+        made = step("site" if name == SITE else "site_verdict",
+                    f"hpcval site new {name} (this node's topology and nvidia-smi)",
+                    [*hp, "site", "new", name, "--scheduler", "local"], need=5)
+        if made.status == "ok":
+            (out / "site").mkdir(exist_ok=True)
+            shutil.copy2(root / "site-configs" / name / "config.py",
+                         out / "site" / f"{name}.config.py")
     gpu_env = dict(env)
-    if gpus and shutil.which("nvcc", path=env["PATH"] + ":/usr/local/cuda/bin"):
+    nvcc = shutil.which("nvcc")
+    if gpus and nvcc:
         cap = str(facts["gpu"][0].get("compute_cap", "")).replace(".", "")
         arch = f"-gencode arch=compute_{cap},code=sm_{cap}" if cap.isdigit() else ""
+        # cuBLAS found at run time where nvcc found it at build time
+        cuda = Path(nvcc).resolve().parent.parent
+        rpath = "".join(f" -Xlinker -rpath -Xlinker {d}" for d in (
+            cuda / "lib64", cuda / "targets" / "x86_64-linux" / "lib") if d.is_dir())
         bindir = work / "gpu-bin"
         bindir.mkdir(exist_ok=True)
-        nvcc = shutil.which("nvcc", path=env["PATH"] + ":/usr/local/cuda/bin") or "nvcc"
         build = step("gpu_build", "gpubench built with the machine's nvcc",
                      ["make", "-C", str(root / "proxies" / "gpubench"), f"NVCC={nvcc}",
-                      f"CUDA_ARCH_FLAGS={arch}"], cap=180, need=30)
+                      f"CUDA_ARCH_FLAGS={arch}", f"NVCCFLAGS=-O2 -std=c++17{rpath}"],
+                     cap=180, need=30)
         if build.status == "ok":
             shutil.copy2(root / "proxies" / "gpubench" / "gpubench", bindir / "gpubench")
         gpu_env["HPCVAL_GPU_DIR"] = str(bindir)
     elif gpus:
         r.skip("gpu_build", "gpubench built with the machine's nvcc",
-               "nvcc not found on PATH or in /usr/local/cuda/bin")
+               f"nvcc not found on PATH or in {', '.join(TOOL_DIRS)}")
     else:
         r.skip("gpu_build", "gpubench built with the machine's nvcc", no_gpu)
+    # ReFrame selects a parameterised case by all of its parameters
+    ranks = largest(OUTPUT_RANKS, cores)
     names = ["cfdio_stencil_check", "cfdio_triad_check",
-             f"cfdio_output_cost_check%ranks={largest(OUTPUT_RANKS, cores)}",
-             f"cfdio_read_check%readers={largest(READERS, cores)}", PINGPONG]
+             *(f"cfdio_output_cost_check%strategy={s}%ranks={ranks}" for s in STRATEGIES),
+             f"cfdio_read_check%readers={largest(READERS, cores)}"]
     if gpus:
         names += GPU_CHECKS
     select = [a for n in names for a in ("-n", n)]
-    step("record", "sized memory and I/O checks at --budget quick on all cores, PingPong"
+    step("record", "sized memory and I/O checks at --budget quick on all cores"
          + (", GPU checks and GPU health audit" if gpus else "") + " (--record: writes the "
          "site's references)",
          [*hp, "validate", "--site", SITE, "--record", "--budget", "quick", "--",
           "-p", "impi", "-p", "plain", *select], need=60, env=gpu_env)
-    clean_cmd = [*hp, "validate", "--site", SITE, "--budget", "quick", "--", "-p", "impi",
-                 "-n", PINGPONG]
+    step("verdict_record", "IMB PingPong, recording run of the verdict experiment's site",
+         [*hp, "validate", "--site", VERDICT_SITE, "--record", "--", "-p", "impi",
+          "-n", PINGPONG], need=25)
+    clean_cmd = [*hp, "validate", "--site", VERDICT_SITE, "--", "-p", "impi", "-n", PINGPONG]
     for i in range(1, CLEAN_RUNS + 1):
         step(f"pingpong_clean_{i}", f"IMB PingPong, clean run {i} of {CLEAN_RUNS}",
              clean_cmd, need=25)
@@ -636,14 +663,16 @@ def run(args: argparse.Namespace) -> int:
 
 def finish(r: Runner, root: Path, vpy: str, installed: bool) -> None:
     """The HTML report of the latest run, the store copied, the summary written."""
-    var = root / "var" / SITE
-    if installed and var.is_dir():
+    for name in SITES:
+        var = root / "var" / name
+        if not (installed and var.is_dir()):
+            continue
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run([vpy, "-m", "hpcval.cli", "report", "--site", SITE],
-                           stdout=(r.out / "logs" / "report.log").open("w"),
+            subprocess.run([vpy, "-m", "hpcval.cli", "report", "--site", name],
+                           stdout=(r.out / "logs" / f"report-{name}.log").open("w"),
                            stderr=subprocess.STDOUT, env=r.env, cwd=root, timeout=60,
                            check=False)
-        dest = r.out / "store"
+        dest = r.out / "store" / name
         if dest.exists():
             shutil.rmtree(dest)
         # stage/: the benchmarks' scratch (result files of the output checks): not kept

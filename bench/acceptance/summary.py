@@ -87,18 +87,19 @@ class Results:
         data = _json(folder / "steps.json") or {}
         steps = {s["name"]: s for s in data.get("steps", [])}
         res = cls(folder, machine, steps, data.get("budget_s"), data.get("elapsed_s"))
-        reports = folder / "store" / "reports"
-        if reports.is_dir() and any(reports.glob("run-report-*.json")):
+        # store/<site>/: one results store per site of the run
+        paths = sorted((folder / "store").glob("*/reports/run-report-*.json"))
+        if paths:
             from hpcval.errors import HpcvalError
             from hpcval.runreport import load_run_report
 
-            for path in sorted(reports.glob("run-report-*.json")):
+            for path in paths:
                 run_id = path.stem.removeprefix("run-report-")
                 try:
                     res.reports[run_id] = load_run_report(path)
                 except HpcvalError:
                     continue
-                v = _json(folder / "store" / "verdicts" / f"{run_id}.json")
+                v = _json(path.parent.parent / "verdicts" / f"{run_id}.json")
                 if v is not None:
                     res.verdicts[run_id] = v
         return res
@@ -208,7 +209,7 @@ def install_rows(res: Results) -> list[Row]:
              f"{'works' if extra.get('mpirun_ok') else 'FAILED'}") \
         if "wheels_installed" in extra else ""
     rows = [_step_row(res, "setup", "install", "venv from the carried folder", value)]
-    config = res.dir / "site" / "config.py"
+    config = res.dir / "site" / "acceptance.config.py"
     site_value = ""
     if config.is_file():
         text = config.read_text()
@@ -311,7 +312,8 @@ def verdict_rows(res: Results) -> list[Row]:
             for p in c.perf:
                 if p.value is not None:
                     clean_values.setdefault(p.variable, []).append(p.value)
-    rows = []
+    rows = [_step_row(res, "verdict", "verdict_record", "PingPong recording run (the verdict "
+                      "site's references)")]
     if codes:
         value = (f"{len(codes)} runs, exit codes {', '.join(codes)}; outcomes: "
                  + (", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())) or "none"))

@@ -64,7 +64,7 @@ def _record_report(folder: Path) -> Path:
     res = summary.Results.load(folder)
     run = res.run_id("record")
     assert run is not None, "the recording step's log names its run"
-    return folder / "store" / "reports" / f"run-report-{run}.json"
+    return folder / "store" / "acceptance" / "reports" / f"run-report-{run}.json"
 
 
 def test_recorded_cpu_run_figures_and_gpu_rows_not_run(tmp_path: Path) -> None:
