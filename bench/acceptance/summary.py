@@ -315,7 +315,7 @@ def verdict_rows(res: Results) -> list[Row]:
     rows = [_step_row(res, "verdict", "verdict_record", "PingPong recording run (the verdict "
                       "site's references)")]
     if codes:
-        value = (f"{len(codes)} runs, exit codes {', '.join(codes)}; outcomes: "
+        value = (f"{len(codes)} of 5 runs, exit codes {', '.join(codes)}; outcomes: "
                  + (", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())) or "none"))
         done = all(res.steps[n].get("status") == "ok" for n in from_clean if n in res.steps)
         rows.append(Row("verdict", "5 clean IMB PingPong runs", value,

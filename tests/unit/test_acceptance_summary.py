@@ -117,8 +117,7 @@ def gpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         _testcase("babelstream_triad_check", {"triad": (triad, "MB/s")}),
         _testcase("nccl_allreduce_check", {"busbw_1GiB": (busbw, "GB/s")}),
         _testcase("gpubench_p2p_check", {}, result="skip",
-                  skip_reason="partition acceptance:default: 1 GPU(s) per node, this check "
-                  "needs 2"),
+                  skip_reason="partition acceptance:default: no peer access (constructed)"),
         _testcase("gpu_health_audit_check", {}, result="fail",
                   fail_reason="gpu.pcie_link_width: GPU 1 at x8, expected x16")]
     path.write_text(json.dumps(data))
@@ -151,7 +150,7 @@ def test_gpu_run_from_recorded_outputs(gpu_run: Path) -> None:
     # nccl-tests' out-of-place bus bandwidth at 1 GiB, as recorded: 297.86 GB/s
     assert rows["NCCL all-reduce bus bandwidth, 1 GiB"][2:] == ["busbw_1GiB 298 GB/s", "ok"]
     assert rows["GPU-to-GPU copies (gpubench)"][3] == (
-        "not run: partition acceptance:default: 1 GPU(s) per node, this check needs 2")
+        "not run: partition acceptance:default: no peer access (constructed)")
     assert rows["GPU health audit (ReFrame check)"][3] == (
         "failed: gpu.pcie_link_width: GPU 1 at x8, expected x16")
     probe = rows["`hpcval vet`'s GPU probe on the node"]
@@ -190,3 +189,36 @@ def test_dry_run_writes_every_row_with_its_reason(tmp_path: Path) -> None:
 
 def test_summary_refuses_a_missing_folder(tmp_path: Path) -> None:
     assert summary.main([str(tmp_path / "nothing")]) == 2
+
+
+def test_contended_row_prints_each_outcome_with_its_change(tmp_path: Path) -> None:
+    """The recorded run stopped before its contended run: one is made from its
+    PingPong recording run, with verdicts constructed in the stored shape."""
+    from hpcval.judging.change import Change
+
+    folder = tmp_path / "contended"
+    shutil.copytree(RECORDED, folder)
+    res = summary.Results.load(folder)
+    run = res.run_id("verdict_record")
+    assert run is not None
+    case = next(c for c in res.reports[run].cases if c.check == "imb_pingpong_check")
+    key = f"{case.display_name}@{case.system}:{case.partition}+{case.environ}"
+    detail = {"change": 1.5, "ci_low": 1.2, "ci_high": 1.9, "ci_level": 0.95, "unit": "us"}
+    verdicts = folder / "store" / "acceptance-verdict" / "verdicts" / f"{run}.json"
+    verdicts.write_text(json.dumps({"result": "regressed", "accepted": False, "verdicts": [
+        [key, "lat_0B", "regressed", detail], [key, "bw_1MiB", "pass", {"change": 0.01}]]}))
+    (folder / "logs" / "pingpong_contended.log").write_text(
+        (folder / "logs" / "verdict_record.log").read_text())
+    steps = json.loads((folder / "steps.json").read_text())
+    for s in steps["steps"]:
+        if s["name"] == "pingpong_contended":
+            s.update(status="failed (exit 1)", exit_code=1, seconds=30.0, reason="",
+                     log="logs/pingpong_contended.log", extra={"busy_loops": 4})
+    (folder / "steps.json").write_text(json.dumps(steps))
+    row = _rows(summary.write(folder).read_text())[
+        "PingPong beside 4 busy loops (2 per core): what is called"]
+    lat = next(p for p in case.perf if p.variable == "lat_0B")
+    assert row[2].startswith("run regressed, exit 1: ")
+    assert f"lat_0B regressed {Change(1.5, 1.2, 1.9, 0.95).text()} (- -> " in row[2]
+    assert f"-> {summary.num(lat.value)}, band {lat.result})" in row[2]
+    assert "bw_1MiB pass (" in row[2] and row[3] == "ok"
