@@ -619,6 +619,21 @@ def run(args: argparse.Namespace) -> int:
          "site's references)",
          [*hp, "validate", "--site", SITE, "--record", "--budget", "quick", "--",
           "-p", "impi", "-p", "plain", *select], need=60, env=gpu_env)
+    # the GPU parts before the verdict experiment: on a lent GPU node they are what
+    # the run is for, and the contended PingPong may take what is left of the budget
+    if gpus:
+        step("gpu_audit", "GPU health audit of the node (nvidia-smi -q -x)",
+             [vpy, "-m", "hpcval.gpu_audit", "--json"], need=10, cap=60)
+        step("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs",
+             [vpy, "-m", "hpcval.vet.gpu_probe", "--samples", "3"], need=40, cap=240,
+             env=gpu_env)
+        step("vet", "hpcval vet on the site (needs a Slurm partition)",
+             [*hp, "vet", "--site", SITE, "--quiet"], need=10, cap=60)
+    else:
+        for name, what in (("gpu_audit", "GPU health audit of the node"),
+                           ("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs"),
+                           ("vet", "hpcval vet on the site")):
+            r.skip(name, what, no_gpu)
     step("verdict_record", "IMB PingPong, recording run of the verdict experiment's site",
          [*hp, "validate", "--site", VERDICT_SITE, "--record", "--", "-p", "impi",
           "-n", PINGPONG], need=25)
@@ -643,19 +658,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         r.skip("pingpong_contended", f"IMB PingPong beside {loops} busy loops (2 per core)",
                why_not if not ok else f"budget: {max(r.budget.left(), 0):.0f} s left")
-    if gpus:
-        step("gpu_audit", "GPU health audit of the node (nvidia-smi -q -x)",
-             [vpy, "-m", "hpcval.gpu_audit", "--json"], need=10, cap=60)
-        step("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs",
-             [vpy, "-m", "hpcval.vet.gpu_probe", "--samples", "3"], need=40, cap=240,
-             env=gpu_env)
-        step("vet", "hpcval vet on the site (needs a Slurm partition)",
-             [*hp, "vet", "--site", SITE, "--quiet"], need=10, cap=60)
-    else:
-        for name, what in (("gpu_audit", "GPU health audit of the node"),
-                           ("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs"),
-                           ("vet", "hpcval vet on the site")):
-            r.skip(name, what, no_gpu)
     finish(r, root, vpy, ok and not args.dry)
     log(f"done in {budget.elapsed():.0f} s: {out / 'summary.md'}")
     return 0

@@ -222,3 +222,16 @@ def test_contended_row_prints_each_outcome_with_its_change(tmp_path: Path) -> No
     assert f"lat_0B regressed {Change(1.5, 1.2, 1.9, 0.95).text()} (- -> " in row[2]
     assert f"-> {summary.num(lat.value)}, band {lat.result})" in row[2]
     assert "bw_1MiB pass (" in row[2] and row[3] == "ok"
+
+
+def test_busy_loops_run_until_their_group_is_killed() -> None:
+    import os
+    import signal
+
+    hogs = acceptance.busy_loops(2)
+    try:
+        assert all(h.poll() is None for h in hogs), "the loops keep running"
+    finally:
+        for h in hogs:
+            os.killpg(h.pid, signal.SIGKILL)
+    assert [h.wait(timeout=10) for h in hogs] == [-signal.SIGKILL] * 2
