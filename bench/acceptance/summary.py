@@ -317,10 +317,18 @@ def verdict_rows(res: Results) -> list[Row]:
     if codes:
         value = (f"{len(codes)} of 5 runs, exit codes {', '.join(codes)}; outcomes: "
                  + (", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())) or "none"))
-        done = all(res.steps[n].get("status") == "ok" for n in from_clean if n in res.steps)
-        rows.append(Row("verdict", "5 clean IMB PingPong runs", value,
-                        "ok" if done and len(codes) == 5 else
-                        f"incomplete: {len(codes)} of 5 ran; {res.not_run(from_clean[-1])}"))
+        # exit 1 is a verdict (a figure called regressed or out of its band): a
+        # result of the experiment, shown in the outcomes; 2, 3 or a stop are not
+        judged = all(c in ("0", "1") for c in codes)
+        if len(codes) == 5 and judged:
+            status = "ok"
+        elif len(codes) == 5:
+            status = "failed: a run exited with " + ", ".join(c for c in codes
+                                                             if c not in ("0", "1"))
+        else:
+            status = (f"incomplete: {len(codes)} of 5 started; "
+                      f"{res.not_run(from_clean[len(codes)])}")
+        rows.append(Row("verdict", "5 clean IMB PingPong runs", value, status))
     else:
         rows.append(Row("verdict", "5 clean IMB PingPong runs", "-", res.not_run(from_clean[0])))
     rows.append(_contended_row(res, clean_values))

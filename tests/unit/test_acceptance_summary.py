@@ -235,3 +235,23 @@ def test_busy_loops_run_until_their_group_is_killed() -> None:
         for h in hogs:
             os.killpg(h.pid, signal.SIGKILL)
     assert [h.wait(timeout=10) for h in hogs] == [-signal.SIGKILL] * 2
+
+
+@pytest.mark.parametrize(("codes", "status"), [
+    ([0, 0, 1, 0, 0], "ok"),  # exit 1: a figure was called regressed, a result
+    ([0, 0, 2, 0, 0], "failed: a run exited with 2"),
+])
+def test_clean_runs_status_from_exit_codes(tmp_path: Path, codes: list[int],
+                                           status: str) -> None:
+    folder = tmp_path / "clean"
+    shutil.copytree(RECORDED, folder)
+    steps = json.loads((folder / "steps.json").read_text())
+    for s in steps["steps"]:
+        if s["name"].startswith("pingpong_clean_"):
+            code = codes[int(s["name"].rsplit("_", 1)[1]) - 1]
+            s.update(status="ok" if code == 0 else f"failed (exit {code})", exit_code=code,
+                     seconds=20.0, reason="")
+    (folder / "steps.json").write_text(json.dumps(steps))
+    row = _rows(summary.write(folder).read_text())["5 clean IMB PingPong runs"]
+    assert row[2].startswith(f"5 of 5 runs, exit codes {', '.join(map(str, codes))}")
+    assert row[3] == status
