@@ -113,6 +113,11 @@ GPU_CHECKS = ("babelstream_triad_check", "gpubench_copy_check", "gpubench_gemm_c
               "gpu_health_audit_check")
 PINGPONG = "imb_pingpong_check%cache=warm"
 CLEAN_RUNS = 5
+#: The parts of a run (``--parts``): the sized checks (and, on a GPU node, the
+#: GPU checks in the same recording run), the node's GPU audit and vet probe,
+#: the verdict experiment.
+PARTS = ("checks", "gpu", "verdict")
+NOT_ASKED = "not asked for (--parts)"
 #: Seconds kept back at the end for the report, the store copy and the summary.
 RESERVE_S = 25.0
 
@@ -548,6 +553,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"acceptance run: {offline}/manifest.json missing: run `prepare` first "
               "(and carry the folder); exit 2", file=sys.stderr)
         return 2
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if not parts <= set(PARTS):
+        print(f"acceptance run: --parts {args.parts}: known parts are {', '.join(PARTS)}; "
+              "exit 2", file=sys.stderr)
+        return 2
     budget = Budget(args.budget_s)
     work = Path(args.work or tempfile.mkdtemp(prefix="hpcval-acceptance-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -614,50 +624,62 @@ def run(args: argparse.Namespace) -> int:
     if gpus:
         names += GPU_CHECKS
     select = [a for n in names for a in ("-n", n)]
-    step("record", "sized memory and I/O checks at --budget quick on all cores"
-         + (", GPU checks and GPU health audit" if gpus else "") + " (--record: writes the "
-         "site's references)",
-         [*hp, "validate", "--site", SITE, "--record", "--budget", "quick", "--",
-          "-p", "impi", "-p", "plain", *select], need=60, env=gpu_env)
-    # the GPU parts before the verdict experiment: on a lent GPU node they are what
-    # the run is for, and the contended PingPong may take what is left of the budget
-    if gpus:
-        step("gpu_audit", "GPU health audit of the node (nvidia-smi -q -x)",
-             [vpy, "-m", "hpcval.gpu_audit", "--json"], need=10, cap=60)
-        step("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs",
-             [vpy, "-m", "hpcval.vet.gpu_probe", "--samples", "3"], need=40, cap=240,
-             env=gpu_env)
-        step("vet", "hpcval vet on the site (needs a Slurm partition)",
-             [*hp, "vet", "--site", SITE, "--quiet"], need=10, cap=60)
+    if "checks" in parts:
+        step("record", "sized memory and I/O checks at --budget quick on all cores"
+             + (", GPU checks and GPU health audit" if gpus else "") + " (--record: writes the "
+             "site's references)",
+             [*hp, "validate", "--site", SITE, "--record", "--budget", "quick", "--",
+              "-p", "impi", "-p", "plain", *select], need=60, env=gpu_env)
     else:
-        for name, what in (("gpu_audit", "GPU health audit of the node"),
-                           ("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs"),
-                           ("vet", "hpcval vet on the site")):
-            r.skip(name, what, no_gpu)
-    step("verdict_record", "IMB PingPong, recording run of the verdict experiment's site",
-         [*hp, "validate", "--site", VERDICT_SITE, "--record", "--", "-p", "impi",
-          "-n", PINGPONG], need=25)
-    clean_cmd = [*hp, "validate", "--site", VERDICT_SITE, "--", "-p", "impi", "-n", PINGPONG]
-    for i in range(1, CLEAN_RUNS + 1):
-        step(f"pingpong_clean_{i}", f"IMB PingPong, clean run {i} of {CLEAN_RUNS}",
-             clean_cmd, need=25)
-    loops = 2 * cores
-    if args.dry or (ok and r.budget.left() >= 25):
-        hogs = [] if args.dry else busy_loops(loops)
-        try:
-            contended = step("pingpong_contended",
-                             f"IMB PingPong beside {loops} busy loops (2 per core)", clean_cmd,
-                             need=25)
-        finally:
-            for h in hogs:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(h.pid, signal.SIGKILL)
-                h.wait()
-        contended.extra["busy_loops"] = loops
-        r.save()
+        r.skip("record", "sized memory and I/O checks", NOT_ASKED)
+    if "gpu" in parts:
+        # the GPU parts before the verdict experiment: on a lent GPU node they are what
+        # the run is for, and the contended PingPong may take what is left of the budget
+        if gpus:
+            step("gpu_audit", "GPU health audit of the node (nvidia-smi -q -x)",
+                 [vpy, "-m", "hpcval.gpu_audit", "--json"], need=10, cap=60)
+            step("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs",
+                 [vpy, "-m", "hpcval.vet.gpu_probe", "--samples", "3"], need=40, cap=240,
+                 env=gpu_env)
+            step("vet", "hpcval vet on the site (needs a Slurm partition)",
+                 [*hp, "vet", "--site", SITE, "--quiet"], need=10, cap=60)
+        else:
+            for name, what in (("gpu_audit", "GPU health audit of the node"),
+                               ("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs"),
+                               ("vet", "hpcval vet on the site")):
+                r.skip(name, what, no_gpu)
     else:
-        r.skip("pingpong_contended", f"IMB PingPong beside {loops} busy loops (2 per core)",
-               why_not if not ok else f"budget: {max(r.budget.left(), 0):.0f} s left")
+        for name in ("gpu_audit", "vet_gpu_probe", "vet"):
+            r.skip(name, name, NOT_ASKED)
+    if "verdict" in parts:
+        step("verdict_record", "IMB PingPong, recording run of the verdict experiment's site",
+             [*hp, "validate", "--site", VERDICT_SITE, "--record", "--", "-p", "impi",
+              "-n", PINGPONG], need=25)
+        clean_cmd = [*hp, "validate", "--site", VERDICT_SITE, "--", "-p", "impi", "-n", PINGPONG]
+        for i in range(1, CLEAN_RUNS + 1):
+            step(f"pingpong_clean_{i}", f"IMB PingPong, clean run {i} of {CLEAN_RUNS}",
+                 clean_cmd, need=25)
+        loops = 2 * cores
+        if args.dry or (ok and r.budget.left() >= 25):
+            hogs = [] if args.dry else busy_loops(loops)
+            try:
+                contended = step("pingpong_contended",
+                                 f"IMB PingPong beside {loops} busy loops (2 per core)", clean_cmd,
+                                 need=25)
+            finally:
+                for h in hogs:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(h.pid, signal.SIGKILL)
+                    h.wait()
+            contended.extra["busy_loops"] = loops
+            r.save()
+        else:
+            r.skip("pingpong_contended", f"IMB PingPong beside {loops} busy loops (2 per core)",
+                   why_not if not ok else f"budget: {max(r.budget.left(), 0):.0f} s left")
+    else:
+        for name in ("verdict_record", *(f"pingpong_clean_{i}" for i in range(1, 6)),
+                     "pingpong_contended"):
+            r.skip(name, name, NOT_ASKED)
     finish(r, root, vpy, ok and not args.dry)
     log(f"done in {budget.elapsed():.0f} s: {out / 'summary.md'}")
     return 0
@@ -718,6 +740,9 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--dry", action="store_true",
                    help="write the plan (steps.json, summary.md) without installing or running")
     q.add_argument("--offline", type=Path, default=OFFLINE, help="the prepared folder")
+    q.add_argument("--parts", default=",".join(PARTS),
+                   help=f"which parts to run, comma-separated (default {','.join(PARTS)}): "
+                   "e.g. verdict alone again when a first run's budget cut it")
     q.add_argument("--python", default=shutil.which("python3") or sys.executable,
                    help="the Python the venv is made from (default python3)")
     q.add_argument("--work", help="scratch folder: checkout and venv (default: a new one "
