@@ -255,3 +255,13 @@ def test_clean_runs_status_from_exit_codes(tmp_path: Path, codes: list[int],
     row = _rows(summary.write(folder).read_text())["5 clean IMB PingPong runs"]
     assert row[2].startswith(f"5 of 5 runs, exit codes {', '.join(map(str, codes))}")
     assert row[3] == status
+
+
+def test_parts_select_what_runs(tmp_path: Path) -> None:
+    out = tmp_path / "dry"
+    assert acceptance.main(["run", "--dry", "--parts", "verdict", "--out", str(out),
+                            "--work", str(tmp_path / "work")]) == 0
+    steps = {s["name"]: s for s in json.loads((out / "steps.json").read_text())["steps"]}
+    assert steps["record"]["reason"] == "not asked for (--parts)"
+    assert steps["pingpong_contended"]["reason"] == "--dry: not run"
+    assert acceptance.main(["run", "--dry", "--parts", "verdicts", "--out", str(out)]) == 2
