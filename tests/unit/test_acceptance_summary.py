@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import stat
 import sys
@@ -175,7 +176,9 @@ def test_gpu_facts_reads_any_recorded_query() -> None:
     assert acceptance.gpu_facts("") == []
 
 
-def test_dry_run_writes_every_row_with_its_reason(tmp_path: Path) -> None:
+def test_dry_run_writes_every_row_with_its_reason(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # run adds the GPU tool folders to it
     out = tmp_path / "dry"
     assert acceptance.main(["run", "--dry", "--out", str(out), "--work",
                             str(tmp_path / "work")]) == 0
@@ -257,7 +260,8 @@ def test_clean_runs_status_from_exit_codes(tmp_path: Path, codes: list[int],
     assert row[3] == status
 
 
-def test_parts_select_what_runs(tmp_path: Path) -> None:
+def test_parts_select_what_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", os.environ["PATH"])
     out = tmp_path / "dry"
     assert acceptance.main(["run", "--dry", "--parts", "verdict", "--out", str(out),
                             "--work", str(tmp_path / "work")]) == 0
