@@ -637,7 +637,7 @@ def run(args: argparse.Namespace) -> int:
         # the run is for, and the contended PingPong may take what is left of the budget
         if gpus:
             step("gpu_audit", "GPU health audit of the node (nvidia-smi -q -x)",
-                 [vpy, "-m", "hpcval.gpu_audit", "--json"], need=10, cap=60)
+                 [vpy, "-m", "hpcval.node.gpu_audit", "--json"], need=10, cap=60)
             step("vet_gpu_probe", "hpcval vet's GPU probe on the node's GPUs",
                  [vpy, "-m", "hpcval.vet.gpu_probe", "--samples", "3"], need=40, cap=240,
                  env=gpu_env)

@@ -6,8 +6,8 @@ left in DIR (``machine.json``, ``steps.json``, the logs, the site's store under
 the table too. Every row says what was measured, the figure, and ``ok``,
 ``failed: why`` or ``not run: why``: a part that did not run is never left out.
 
-It reads hpcval's run reports with :func:`hpcval.runreport.load_run_report`
-and prints changes with :class:`hpcval.judging.change.Change`, so its numbers
+It reads hpcval's run reports with :func:`hpcval.history.runreport.load_run_report`
+and prints changes with :class:`hpcval.history.judging.change.Change`, so its numbers
 are the ones ``hpcval report`` and ``hpcval history`` print. hpcval is imported
 only where there is a store to read: the summary of a ``--dry`` run or of a
 failed install needs the standard library alone.
@@ -90,8 +90,8 @@ class Results:
         # store/<site>/: one results store per site of the run
         paths = sorted((folder / "store").glob("*/reports/run-report-*.json"))
         if paths:
-            from hpcval.errors import HpcvalError
-            from hpcval.runreport import load_run_report
+            from hpcval.core.errors import HpcvalError
+            from hpcval.history.runreport import load_run_report
 
             for path in paths:
                 run_id = path.stem.removeprefix("run-report-")
@@ -157,7 +157,7 @@ def _case_status(case: Any) -> str:
     if case.result == "pass":
         return "ok"
     if case.skipped:
-        from hpcval.runreport import skip_reason
+        from hpcval.history.runreport import skip_reason
 
         return f"not run: {skip_reason(case)}"
     reason = (case.fail_reason or "no reason given").splitlines()[0][:200]
@@ -290,7 +290,7 @@ def size_rows(res: Results) -> list[tuple[str, str, str]]:
     report = res.reports.get(run or "")
     if report is None:
         return []
-    from hpcval.sizereport import case_sizes
+    from hpcval.reporting.sizereport import case_sizes
 
     return [(c.display_name, size, reason) for c, size, reason in case_sizes(report.cases)]
 
@@ -344,7 +344,7 @@ def _contended_row(res: Results, clean: dict[str, list[float]]) -> Row:
     run = res.run_id(name)
     if run is None or run not in res.reports:
         return Row("verdict", what, "-", res.not_run(name))
-    from hpcval.judging.change import Change
+    from hpcval.history.judging.change import Change
 
     called = []
     verdicts = (res.verdicts.get(run) or {}).get("verdicts", [])
@@ -380,7 +380,7 @@ def gpu_rows(res: Results) -> list[Row]:
             _gpu_case_row(res, "gpu_health_audit_check", "GPU health audit (ReFrame check)",
                           lambda c, r: "", no_gpu)]
     for name, what, value in (("gpu_build", "gpubench built with the machine's nvcc", ""),
-                              ("gpu_audit", "GPU health audit, `python -m hpcval.gpu_audit`",
+                              ("gpu_audit", "GPU health audit, `python -m hpcval.node.gpu_audit`",
                                ""),
                               ("vet_gpu_probe", "`hpcval vet`'s GPU probe on the node",
                                _vet_probe(res)),

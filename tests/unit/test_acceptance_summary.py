@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
+from hpcval.history.runreport import load_run_report
 from hpcval.parsers import babelstream, nccl_tests
-from hpcval.runreport import load_run_report
 from hpcval.vet.gpu_probe import MARKER, measure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def test_summary_refuses_a_missing_folder(tmp_path: Path) -> None:
 def test_contended_row_prints_each_outcome_with_its_change(tmp_path: Path) -> None:
     """The recorded run stopped before its contended run: one is made from its
     PingPong recording run, with verdicts constructed in the stored shape."""
-    from hpcval.judging.change import Change
+    from hpcval.history.judging.change import Change
 
     folder = tmp_path / "contended"
     shutil.copytree(RECORDED, folder)

@@ -187,7 +187,7 @@ def free_space_check(directory: str, need_bytes: int) -> str:
     """A job-script line that, just before the files are written, stops the
     job (exit 28, ENOSPC) naming the disk when *directory*'s file system has
     less than *need_bytes* free (what the job writes plus the margin a run
-    keeps free, :func:`hpcval.sizing.disk_margin`): sizing checked at setup,
+    keeps free, :func:`hpcval.node.sizing.disk_margin`): sizing checked at setup,
     but other jobs may have filled the disk since. Where ``df`` cannot say,
     nothing is checked."""
     need_kib = max(1, need_bytes // 1024)

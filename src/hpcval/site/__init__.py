@@ -168,7 +168,7 @@ class Site:
         except Exception as err:  # noqa: BLE001 - a broken site config: say which file
             fault = _disk_fault(err)
             if fault is not None:  # the config made var/ directories on a full or
-                from hpcval.fileio import os_fault  # read-only disk: the disk's fault
+                from hpcval.core.fileio import os_fault  # read-only disk: the disk's fault
 
                 raise os_fault(fault.filename or self.var, fault,
                                f"reading the site config {self.config}") from None
