@@ -458,6 +458,9 @@ class Store:
                 run_id = path.stem.removeprefix("run-report-")
                 run = records_from_report(report, run_id, site)
                 saved = _saved_verdicts(path)
+                if isinstance(saved.get("tags"), dict):
+                    # `hpcval validate --tag`: kept beside the report with the verdicts
+                    run.provenance["tags"] = {str(k): str(v) for k, v in saved["tags"].items()}
                 if saved:
                     run.result = str(saved.get("result", run.result))
                     run.accepted = bool(saved.get("accepted", run.result != "regressed"))

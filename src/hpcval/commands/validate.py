@@ -7,6 +7,7 @@ import os
 
 from hpcval.lock import seconds
 from hpcval.runner import DEFAULT_LOCK_TIMEOUT, validate
+from hpcval.runsets import parse_tag
 from hpcval.sizing import BUDGET_ENV, BUDGETS
 
 
@@ -32,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", choices=BUDGETS,
                    help="problem sizes: quick (minutes) or full (acceptance); default: the "
                    "site's partitions' extras.budget, else quick (docs/checks.md)")
+    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                   help="store this tag with the run (repeatable), e.g. --tag nic=gvnic; "
+                   "`hpcval compare tag:nic=gvnic ...` selects the runs by it and "
+                   "`hpcval history` shows it")
     p.add_argument("reframe_args", nargs=argparse.REMAINDER,
                    help="extra reframe options, after --")
     p.set_defaults(func=_run)
@@ -41,5 +46,6 @@ def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.reframe_args if a != "--"] if args.reframe_args else []
     if args.budget:
         os.environ[BUDGET_ENV] = args.budget  # the checks read it (hpcval.rfm.sizing)
+    tags = dict(parse_tag(t) for t in args.tag)
     return validate(args.site, extra, record=args.record,
-                    lock_timeout=args.lock_timeout).exit_code
+                    lock_timeout=args.lock_timeout, tags=tags or None).exit_code
