@@ -66,7 +66,7 @@ def family_line(fam: FamilyComparison) -> str:
     what = f"{len(fam.figures)} figure{'s' if len(fam.figures) != 1 else ''}"
     text = f"{fam.outcome.upper()} {fam.label}: {fam.change.text()}, {what}, {na} vs {nb} runs"
     if fam.p_adjusted is not None and fam.outcome in ("worse", "better"):
-        text += f", p={sig3(fam.p_adjusted) if fam.p_adjusted >= 0.001 else '<0.001'}"
+        text += (f", p={sig3(fam.p_adjusted)}" if fam.p_adjusted >= 0.001 else ", p<0.001")
     if fam.note:
         text += f"; {fam.note}"
     return text
@@ -140,7 +140,7 @@ def as_json(comp: SetComparison, sides: Sequence[SideInfo],
 # -- the plot ----------------------------------------------------------------
 
 W, H = 640, 340
-L, R, T, B = 64, 16, 30, 56
+L, R, T, B = 64, 16, 26, 56
 _TICKS = (-0.9, -0.75, -0.5, -0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0,
           4.0, 9.0, 19.0, 49.0, 99.0)
 
@@ -168,9 +168,11 @@ def ratio_plot(title: str, figures: Sequence[FigureComparison], margin: float) -
     def py(v: float) -> float:
         return T + (hi - v) / (hi - lo) * (H - T - B)
 
+    # the title is the section's heading and the svg's label: a long case name
+    # drawn inside the plot would run off a phone's screen
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {W} {H}' width='{W}' "
-           f"height='{H}' font-family='sans-serif' font-size='11' role='img'>",
-           f"<text x='{W / 2}' y='16' text-anchor='middle'>{esc(title)}</text>"]
+           f"height='{H}' font-family='sans-serif' font-size='11' role='img' "
+           f"aria-label='{esc(title)}'>"]
     # the equivalence margin and no change
     y1, y2 = py(math.log1p(margin)), py(math.log1p(-margin))
     out.append(f"<rect x='{L}' y='{y1:.1f}' width='{W - L - R}' height='{y2 - y1:.1f}' "
@@ -224,8 +226,8 @@ def ratio_plot(title: str, figures: Sequence[FigureComparison], margin: float) -
                    f"{esc(label)}</text>")
     out.append(f"<text x='{(L + W - R) / 2}' y='{H - 22}' text-anchor='middle'>"
                "message size (or figure)</text>")
-    out.append(f"<text transform='translate(14 {(T + H - B) / 2}) rotate(-90)' "
-               "text-anchor='middle'>B vs A</text>")
+    # horizontal: a rotated label measures wider than its box in Chromium
+    out.append(f"<text x='4' y='{T - 8}'>B vs A</text>")
     out.append(f"<text x='{L + 4}' y='{H - 6}' fill='#1f77b4'>&#9679; runs of A</text>"
                f"<text x='{L + 90}' y='{H - 6}' fill='#ff7f0e'>&#9632; runs of B</text>"
                f"<text x='{L + 180}' y='{H - 6}' fill='#9467bd'>&#9679; B/A, band: "
@@ -239,7 +241,8 @@ _CSS_EXTRA = """
 .banner.worse{background:#fbe3e6;color:#7a0015}.banner.better{background:#e3edf9;color:#0b3d91}
 .banner.same{background:#e3f4e4;color:#176a1d}.banner.inconclusive{background:#fdf1d8;color:#6b4500}
 .worse{color:#b00020;font-weight:bold}.better{color:#0b5394;font-weight:bold}
-.same{color:#176a1d}.scroll{overflow-x:auto;max-width:100%}
+.same{color:#176a1d}
+table.cmp{width:100%;table-layout:fixed}table.cmp th{white-space:normal;overflow-wrap:anywhere}
 ul.fams{padding-left:1.2em;margin:.3em 0}ul.fams li{margin:.25em 0;overflow-wrap:anywhere}
 ul.fams ul{padding-left:1.2em}
 """
@@ -279,8 +282,8 @@ def page(comp: SetComparison, sides: Sequence[SideInfo], title: str = "",
     parts.append("</ul>")
     for r in comp.ranges:
         parts.append(f"<p>Mean change over {esc(size_text(r.low))} - {esc(size_text(r.high))}"
-                     f", {esc(r.family)} ({_n(len(r.sizes), 'size')}): <b>{esc(r.change.text())}"
-                     "</b></p>")
+                     f", {esc(r.case)} {esc(r.family)} ({_n(len(r.sizes), 'size')}): "
+                     f"<b>{esc(r.change.text())}</b></p>")
     parts.append("</section>")
     method = METHOD.format(lvl=f"{1 - 2 * comp.alpha:.0%}", margin=f"{comp.margin:.0%}")
     parts.append(f"<p class='facts'>{esc(method)}</p>")
@@ -292,7 +295,7 @@ def page(comp: SetComparison, sides: Sequence[SideInfo], title: str = "",
                      "median relative to A's geometric mean; band: each figure's 95 % "
                      f"interval of B/A; green: the +-{comp.margin:.0%} equivalence margin."
                      "</figcaption></figure>")
-        parts.append("<div class='scroll'><table><tr><th>figure</th><th>A</th><th>B</th>"
+        parts.append("<table class='cmp'><tr><th>figure</th><th>A</th><th>B</th>"
                      "<th>B vs A</th><th>outcome</th><th>runs</th><th>for +-margin</th></tr>")
         for f in sorted(figs, key=lambda f: (f.size is None, f.size or 0, f.name)):
             na, nb = f.runs
@@ -304,7 +307,7 @@ def page(comp: SetComparison, sides: Sequence[SideInfo], title: str = "",
                 f"<td class='{esc(f.outcome)}'>{esc(f.outcome)}</td>"
                 f"<td class='num'>{na} vs {nb}</td>"
                 f"<td class='num'>{f.needed if f.needed else '-'}</td></tr>")
-        parts.append("</table></div></section>")
+        parts.append("</table></section>")
     if only and any(only):
         parts.append("<p class='facts'>Not compared: only in A: "
                      f"{esc(', '.join(only[0]) or '-')}; only in B: "
