@@ -439,14 +439,11 @@ def compare_sets(figures: Mapping[str, FigurePair], settings: JudgingSettings | 
                                      level=lvl if ci else None)
             if ci is None:
                 note = _one_run_note(members, margin)
-        needed = None
-        if agg is not None and agg.var_a is not None and agg.var_b is not None:
-            needed = runs_needed(agg.var_a, agg.var_b, margin, alpha)
-        elif agg is not None:
-            spreads = [m.pair.spread for m in members if m.pair.spread]
-            if spreads:
-                v = float(np.median(spreads)) ** 2
-                needed = runs_needed(v, v, margin, alpha)
+        # `same` needs every figure inside the margin: the family needs what its
+        # noisiest figure needs (None: one of them needs more than MOST_RUNS or
+        # its spread is unknown)
+        each = [out_figs[k].needed for k in keys]
+        needed = None if any(n is None for n in each) else max(each)  # type: ignore[type-var]
         if outcome == "inconclusive" and not note:
             note = (f"{needed} runs per side would answer `same` within +-{margin:.0%} (in 80 % "
                     "of comparisons where nothing changed) at this spread" if needed else
