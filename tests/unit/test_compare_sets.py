@@ -244,3 +244,10 @@ def test_validate_takes_tags_and_refuses_a_malformed_one(stored: Path) -> None:
     proc = _cli(stored, "validate", "--tag", "nic")
     assert proc.returncode == 2 and "KEY=VALUE" in proc.stderr
     assert CASES  # the history maker's default cases are untouched by this module
+
+
+def test_a_family_needs_the_runs_its_noisiest_figure_needs() -> None:
+    comp = compare_sets(_lab(0, 0, 5))
+    for fam in comp.families:
+        each = [comp.figures[k].needed for k in fam.figures]
+        assert fam.needed == (None if None in each else max(each))
