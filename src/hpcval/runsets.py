@@ -261,15 +261,21 @@ def resolve(store: Store, a: Side, b: Side, settings: JudgingSettings,
     partition and environment (the last two only where neither side selects one)."""
     runs = store.runs()
     ids_a, ids_b = select_runs(a, runs), select_runs(b, runs)
-    # the baseline never holds the runs it is compared with
-    if a.baseline:
-        ids_a = [i for i in ids_a if i not in set(ids_b)]
-    if b.baseline:
-        ids_b = [i for i in ids_b if i not in set(ids_a)]
-    both = sorted(set(ids_a) & set(ids_b))
-    if both:
-        raise InputError(f"run {both[0]} is on both sides ({len(both)} run(s) in all); a run "
-                         "compared with itself says nothing: narrow a side")
+    # sides that select other cases (Intel MPI against Open MPI, one partition
+    # against another) may share runs: each run then gives both sides a figure
+    other_cases = ((a.environ or b.environ) and a.environ != b.environ) or (
+        (a.partition or b.partition) and a.partition != b.partition)
+    if not other_cases:
+        # the baseline never holds the runs it is compared with
+        if a.baseline:
+            ids_a = [i for i in ids_a if i not in set(ids_b)]
+        if b.baseline:
+            ids_b = [i for i in ids_b if i not in set(ids_a)]
+        both = sorted(set(ids_a) & set(ids_b))
+        if both:
+            raise InputError(f"run {both[0]} is on both sides ({len(both)} run(s) in all) and "
+                             "both sides select the same cases: a run compared with itself "
+                             "says nothing; narrow a side")
     if not ids_a or not ids_b:
         raise InputError(f"side {'A' if not ids_a else 'B'}: no run left once the runs of "
                          "the other side are taken out")
