@@ -51,6 +51,17 @@ def test_welch_is_scipys_welch_when_no_floor_applies() -> None:
     assert math.isclose(2 * min(w.p_lower(), w.p_higher()), ref.pvalue, rel_tol=1e-9)
 
 
+def test_paired_runs_are_scipys_paired_t() -> None:
+    rng = np.random.default_rng(6)
+    run = rng.normal(0, 0.08, 6)  # conditions both stacks of a run share
+    a, b = run + rng.normal(0, 0.01, 6), run - 0.05 + rng.normal(0, 0.01, 6)
+    w = welch(a, b, paired=True)
+    ref = stats.ttest_rel(b, a)
+    assert math.isclose(w.diff / w.se, ref.statistic, rel_tol=1e-9) and w.df == 5
+    assert math.isclose(2 * min(w.p_lower(), w.p_higher()), ref.pvalue, rel_tol=1e-9)
+    assert w.se < welch(a, b).se / 3  # the shared conditions cancel
+
+
 def test_floors_and_one_run_sides() -> None:
     # identical runs cannot give a zero-width interval: the floor holds it open
     w = welch([0.0, 0.0, 0.0], [0.1, 0.1, 0.1], floor_a=0.01 ** 2, floor_b=0.01 ** 2)

@@ -127,14 +127,25 @@ class Welch(NamedTuple):
 
 
 def welch(a: Sequence[float], b: Sequence[float], floor_a: float = 0.0,
-          floor_b: float = 0.0) -> Welch:
+          floor_b: float = 0.0, paired: bool = False) -> Welch:
     """Welch's comparison of two sets of log run medians (B - A). Each side's
     variance is at least its ``floor``; a side with one run takes the other's
-    variance and degrees of freedom; one run on each side: no interval."""
+    variance and degrees of freedom; one run on each side: no interval.
+
+    ``paired``: ``a[i]`` and ``b[i]`` come from the same run (other cases of it,
+    e.g. two MPI stacks): Student's paired t on the differences, their variance
+    at least ``floor_a + floor_b`` (the run's shared conditions cancel)."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if xa.size == 0 or xb.size == 0:
         raise InputError("compare: a side has no run of this figure")
     diff = float(xb.mean() - xa.mean())
+    if paired and xa.size == xb.size:
+        n = xa.size
+        if n < 2:
+            return Welch(diff, None, None, None, None)
+        vd = max(float(np.var(xb - xa, ddof=1)), floor_a + floor_b)
+        # var_a = var_b = vd / 2: what runs_needed reads as "(var_a + var_b) / n"
+        return Welch(diff, math.sqrt(vd / n), float(n - 1), vd / 2, vd / 2)
     na, nb = xa.size, xb.size
     va = max(float(xa.var(ddof=1)), floor_a) if na >= 2 else None
     vb = max(float(xb.var(ddof=1)), floor_b) if nb >= 2 else None
@@ -327,7 +338,13 @@ def _prepare(name: str, pair: FigurePair, min_spread: float) -> _Prepared:
     ma, wa = _medians(pair.a_runs, f"{name}: side A")
     mb, wb = _medians(pair.b_runs, f"{name}: side B")
     fa, fb = max(wa, min_spread ** 2), max(wb, min_spread ** 2)
-    return _Prepared(pair, ma, mb, fa, fb, welch(ma, mb, fa, fb))
+    return _Prepared(pair, ma, mb, fa, fb, welch(ma, mb, fa, fb, paired=_paired(pair)))
+
+
+def _paired(pair: FigurePair) -> bool:
+    """Both sides' values come from the same runs, in the same order."""
+    return bool(pair.a_ids) and list(pair.a_ids) == list(pair.b_ids) \
+        and len(pair.a_runs) == len(pair.b_runs) == len(pair.a_ids)
 
 
 def _ids(ids: Sequence[str], n: int) -> list[str]:
@@ -338,6 +355,7 @@ def _aggregate(members: Sequence[_Prepared], sign: Sequence[float]) -> Welch | N
     """Welch on each run's mean (signed) log median over ``members``, over the
     runs every member has; None when no run has all of them on a side."""
     sides = []
+    commons = []
     for side in ("a", "b"):
         per: list[dict[str, float]] = []
         for m, s in zip(members, sign, strict=True):
@@ -347,10 +365,12 @@ def _aggregate(members: Sequence[_Prepared], sign: Sequence[float]) -> Welch | N
         common = [i for i in per[0] if all(i in p for p in per[1:])]
         if not common:
             return None
+        commons.append(common)
         sides.append([float(np.mean([p[i] for p in per])) for i in common])
     floor_a = min(m.floor_a for m in members)
     floor_b = min(m.floor_b for m in members)
-    return welch(sides[0], sides[1], floor_a, floor_b)
+    paired = all(_paired(m.pair) for m in members) and commons[0] == commons[1]
+    return welch(sides[0], sides[1], floor_a, floor_b, paired=paired)
 
 
 def _case_of(key: str) -> str:
