@@ -18,8 +18,9 @@ from hpcval.judging.compare import FamilyComparison, FigureComparison, SetCompar
 
 #: what the statistics are, in one line (docs/compare.md has the rest)
 METHOD = ("ratio B/A of the geometric means of run medians; interval: Welch's t on log run "
-          "medians (between-run spread of both sides); one test per family, Holm across "
-          "families; same = every figure's {lvl} interval inside +-{margin} (docs/compare.md)")
+          "medians (between-run spread of both sides; paired t where both sides hold the same "
+          "runs); one test per family, Holm across families; same = every figure's {lvl} "
+          "interval inside +-{margin} (docs/compare.md)")
 
 
 @dataclass
