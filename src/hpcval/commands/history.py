@@ -9,6 +9,7 @@ from statistics import median
 
 from hpcval.core.errors import InputError
 from hpcval.core.fileio import atomic_write
+from hpcval.history.runsets import run_tags
 from hpcval.history.store import Store, verdicts_path
 from hpcval.site import Site
 
@@ -66,12 +67,13 @@ def _run(args: argparse.Namespace) -> int:
     if not args.check and not args.figure:
         runs = store.runs()[-args.last:]
         if args.json:
-            print(json.dumps(runs, indent=1))
+            print(json.dumps([{**r, "tags": run_tags(r)} for r in runs], indent=1))
             return 0
-        print(f"{'run':26}  {'started':16}  {'result':11}  accepted")
+        print(f"{'run':26}  {'started':16}  {'result':11}  accepted  tags")
         for r in runs:
+            tags = " ".join(f"{k}={v}" for k, v in sorted(run_tags(r).items()))
             print(f"{r['run_id']:26}  {_when(r['started']):16}  {r['result']:11}  "
-                  f"{'yes' if r['accepted'] else 'no'}")
+                  f"{'yes' if r['accepted'] else 'no ':8}  {tags}".rstrip())
         print(f"{len(runs)} run(s) in {site.history_db}")
         return 0
     points = store.history(check=args.check, variable=args.figure)

@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 
+from hpcval.history.runsets import parse_tag
 from hpcval.node.sizing import BUDGET_ENV, BUDGETS
 from hpcval.run.lock import seconds
 from hpcval.run.runner import DEFAULT_LOCK_TIMEOUT, validate
@@ -45,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "first MPI stack: a first contact in minutes) or full (every case on every "
                    "MPI stack); default: first, full with --budget full or --record; options "
                    "after -- that select cases (-n, -t, -p, -x, ...) select instead")
+    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                   help="store this tag with the run (repeatable), e.g. --tag nic=gvnic; "
+                   "`hpcval compare tag:nic=gvnic ...` selects the runs by it and "
+                   "`hpcval history` shows it")
     p.add_argument("reframe_args", nargs=argparse.REMAINDER,
                    help="extra reframe options, after --")
     p.set_defaults(func=_run)
@@ -114,6 +119,7 @@ def first_contact_args(site: Site) -> tuple[list[str], str]:
 
 def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.reframe_args if a != "--"] if args.reframe_args else []
+    tags = dict(parse_tag(t) for t in args.tag)  # wrong input before anything is loaded
     if args.budget:
         os.environ[BUDGET_ENV] = args.budget  # the checks read it (hpcval.rfm.sizing)
     matrix = args.matrix or ("full" if args.budget == "full" or args.record else "first")
@@ -122,4 +128,4 @@ def _run(args: argparse.Namespace) -> int:
         print(said, flush=True)
         extra = [*chosen, *extra]
     return validate(args.site, extra, record=args.record, lock_timeout=args.lock_timeout,
-                    wait_earlier=args.earlier_run == "wait").exit_code
+                    wait_earlier=args.earlier_run == "wait", tags=tags or None).exit_code

@@ -471,6 +471,10 @@ class Store:
                     run_id = path.stem.removeprefix("run-report-")
                     run = records_from_report(report, run_id, site)
                     saved = _saved_verdicts(path) or known.get(run_id, {})
+                    if isinstance(saved.get("tags"), dict):
+                        # `hpcval validate --tag`: kept beside the report with the verdicts
+                        run.provenance["tags"] = {str(k): str(v)
+                                                  for k, v in saved["tags"].items()}
                     run.result = str(saved.get("result", run.result))
                     run.accepted = bool(saved.get("accepted", run.result != "regressed"))
                     self._insert(conn, run)

@@ -374,9 +374,11 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
 
 def validate(site_name: str, reframe_args: list[str] | None = None,
              root: Path | None = None, out: IO[str] = sys.stdout, record: bool = False,
-             lock_timeout: float = DEFAULT_LOCK_TIMEOUT, wait_earlier: bool = False) -> Outcome:
+             lock_timeout: float = DEFAULT_LOCK_TIMEOUT, wait_earlier: bool = False,
+             tags: dict[str, str] | None = None) -> Outcome:
     """Run every check on the site (or those ``reframe_args`` select), store
-    the run and judge it; with ``record``, write references instead."""
+    the run and judge it; with ``record``, write references instead. ``tags``
+    (``--tag KEY=VALUE``) are stored with the run (``hpcval compare tag:...``)."""
     site = Site.load(site_name, root)
     stamp = ""
     if not record:
@@ -428,7 +430,7 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
                                   site.run_log(run_id), site.config, stopper)
             keep_reframe_start_log(site, run_id, started)
             outcome = _conclude(site, run_id, report_path, console, record, out,
-                                reframe_args or [], stopper)
+                                reframe_args or [], stopper, tags)
         finally:
             procs.current = None
             if not stopper.left:  # else the next run finds and stops them
@@ -517,12 +519,13 @@ NOTHING_SELECTED = ("no check ran: nothing selected for this site (check the nam
 
 def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
               record: bool, out: IO[str], reframe_args: list[str],
-              stopper: RunStopper | None = None) -> Outcome:
+              stopper: RunStopper | None = None,
+              tags: dict[str, str] | None = None) -> Outcome:
     from hpcval.run import verdicts
 
     rc = console.returncode
     if stopper is not None and stopper.signum is not None:
-        return _interrupted(site, run_id, report_path, console, out, stopper)
+        return _interrupted(site, run_id, report_path, console, out, stopper, tags=tags)
     if not report_path.is_file() or report_path.stat().st_size == 0:
         free = shutil.disk_usage(site.var).free if site.var.exists() else 0
         log = site.run_log(run_id)
@@ -561,18 +564,20 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
         return Outcome(EXIT_FAILED, report, None, rc, run_id)
     if stopper is not None:
         stopper.pause("storing")  # a test hook (HPCVAL_TEST_PAUSE); nothing otherwise
-    judged = verdicts.store_and_judge(site, run_id, report, record=record)
+    judged = verdicts.store_and_judge(site, run_id, report, record=record, tags=tags)
     if stopper is not None and stopper.signum is not None:
         # stopped while it was judged or stored: the storing completed; the run
         # is marked, never a baseline
-        return _interrupted(site, run_id, report_path, console, out, stopper, stored=True)
+        return _interrupted(site, run_id, report_path, console, out, stopper, stored=True,
+                            tags=tags)
     if judged.store_error is not None:  # no verdict without the history it needs
         print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
               file=sys.stderr)
         return Outcome(EXIT_ENVIRONMENT, report, None, rc, run_id)
     report, html = publish(report_path, site, out, judged.html_sections, judged.text)
     if stopper is not None and stopper.signum is not None:
-        return _interrupted(site, run_id, report_path, console, out, stopper, stored=True)
+        return _interrupted(site, run_id, report_path, console, out, stopper, stored=True,
+                            tags=tags)
     if record:
         verdicts.write_recorded_contract(site, run_id, report, out)
     failed = bool(report.failures) or rc != 0 or judged.regressed
@@ -590,7 +595,8 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
 
 
 def _interrupted(site: Site, run_id: str, report_path: Path, console: _Console,
-                 out: IO[str], stopper: RunStopper, stored: bool = False) -> Outcome:
+                 out: IO[str], stopper: RunStopper, stored: bool = False,
+                 tags: dict[str, str] | None = None) -> Outcome:
     """A run stopped by a signal: what finished is stored as ``interrupted``
     (judged against its references by ReFrame, never accepted into
     baselines); exit 128 + N."""
@@ -612,7 +618,7 @@ def _interrupted(site: Site, run_id: str, report_path: Path, console: _Console,
               f"stored (ReFrame's output is in {site.run_log(run_id)})",
               file=sys.stderr)
         return Outcome(code, None, None, console.returncode, run_id)
-    judged = verdicts.mark_interrupted(site, run_id, report, stored=stored)
+    judged = verdicts.mark_interrupted(site, run_id, report, stored=stored, tags=tags)
     if judged.store_error is not None:
         print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
               file=sys.stderr)

@@ -117,15 +117,21 @@ def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
     return [median(p.samples) for p in kept] + [median(current)]
 
 
-def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
-                    ) -> Judged:
-    """Store the run; unless ``record``, judge it and store the verdicts."""
+def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False,
+                    tags: Mapping[str, str] | None = None) -> Judged:
+    """Store the run (with ``tags``, ``validate --tag``); unless ``record``,
+    judge it and store the verdicts."""
     judged = Judged()
     store = Store(site.history_db)
-    run = records_from_report(report, run_id, site.name, provenance(report))
+    run = records_from_report(report, run_id, site.name, _with_tags(provenance(report), tags))
     try:
         store.add_run(run)
-    except StoreError as err:
+        if tags:
+            # the tags beside the run report too (`hpcval store rebuild` reads them
+            # there); a judged run writes them again with its verdicts below
+            _write_verdicts(site, run_id, {"result": run.result, "accepted": run.accepted,
+                                           "verdicts": [], **_tags_entry(tags)})
+    except HpcvalError as err:  # the store, or the file beside the report
         judged.store_error = err
         return judged
     procs.pause("judging")  # a test hook (HPCVAL_TEST_PAUSE); nothing otherwise
@@ -193,7 +199,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         atomic_write(_verdicts_file(site, run_id),
                      json.dumps({"result": result,
                                  "accepted": run.accepted and not judged.regressed,
-                                 "verdicts": judged.verdicts}, indent=1, default=str),
+                                 "verdicts": judged.verdicts, **_tags_entry(tags)},
+                                indent=1, default=str),
                      "writing the run's verdicts")
     except HpcvalError as err:
         judged.store_error = err
@@ -201,6 +208,19 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     # the HTML report draws every figure's row and history from the store
     # (hpcval.reporting.report.RunHistory): no section of its own here
     return judged
+
+
+def _with_tags(prov: dict[str, Any], tags: Mapping[str, str] | None) -> dict[str, Any]:
+    return {**prov, "tags": dict(tags)} if tags else prov
+
+
+def _tags_entry(tags: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"tags": dict(tags)} if tags else {}
+
+
+def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
+    atomic_write(_verdicts_file(site, run_id), json.dumps(data, indent=1, default=str),
+                 "writing the run's verdicts")
 
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
@@ -227,8 +247,8 @@ INTERRUPTED_TEXT = ("\nInterrupted: the figures of the test cases that finished 
                     "and never counts in a baseline.\n")
 
 
-def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = False
-                     ) -> Judged:
+def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = False,
+                     tags: Mapping[str, str] | None = None) -> Judged:
     """Store a run stopped by a signal as ``interrupted``, never accepted into
     baselines (``stored``: it was stored and maybe judged before the signal;
     its verdicts are kept, its result becomes ``interrupted``). The mark is
@@ -244,12 +264,14 @@ def mark_interrupted(site: Site, run_id: str, report: RunReport, stored: bool = 
             except (OSError, ValueError):
                 judged.verdicts = []
         else:
-            run = records_from_report(report, run_id, site.name, provenance(report))
+            run = records_from_report(report, run_id, site.name,
+                                      _with_tags(provenance(report), tags))
             run.result, run.accepted = "interrupted", False
             store.add_run(run)
         store.set_verdicts(run_id, judged.verdicts, "interrupted", accepted=False)
         atomic_write(path, json.dumps({"result": "interrupted", "accepted": False,
-                                       "verdicts": judged.verdicts}, indent=1, default=str),
+                                       "verdicts": judged.verdicts, **_tags_entry(tags)},
+                                      indent=1, default=str),
                      "writing the run's verdicts")
     except HpcvalError as err:
         judged.store_error = err

@@ -1,0 +1,554 @@
+"""Before and after: two sets of runs compared figure by figure, with intervals
+(pure functions: no store, no ReFrame; docs/compare.md).
+
+The model is the verdicts' (docs/judging.md): a figure's value in a run is the
+median of its samples, judged on the log scale, and runs differ from each other
+by more than their samples say. So a side's evidence is its **run medians**,
+not its pooled samples. For every figure present on both sides:
+
+* ``d = mean(log medians of B) - mean(log medians of A)``: the ratio B/A is
+  ``exp(d)`` (a geometric-mean ratio);
+* its standard error comes from the **between-run spread of both sides**
+  (Welch: ``se^2 = s_A^2 / n_A + s_B^2 / n_B``, Welch-Satterthwaite degrees of
+  freedom, Student's t from ``scipy.stats``). Each side's variance is floored
+  at its runs' mean within-run variance of a median and at ``min_spread^2``
+  (runs that happened to agree cannot make an interval narrower than a
+  median's own noise). A side with one run borrows the other side's spread
+  (and its degrees of freedom): that assumes both sides spread alike. One run
+  on each side has no interval at all.
+
+Figures with one cause form a **family** (the verdicts' grouping,
+:func:`hpcval.history.judging.families.families`). Each family gets one two-sided test:
+Welch on each run's mean log median over the family's figures (turned to the
+direction of its first figure), with the verdicts' split of the level (0.8 to
+that averaged test, 0.2 to the family's smallest figure, Bonferroni), and Holm
+corrects across the families. A family is
+
+* ``worse`` / ``better``: its test passes at its Holm level;
+* ``same``: not that, and every figure's interval at ``1 - 2 alpha`` lies
+  inside ``+-margin`` (two one-sided tests per figure; all of them must pass,
+  an intersection-union test, which needs no correction);
+* ``inconclusive``: neither; ``needed`` says how many runs per side would make
+  the interval ``+-margin`` wide at the measured spread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hpcval.core.errors import InputError
+from hpcval.history.judging.change import Change
+from hpcval.history.judging.families import families, holm, holm_levels
+from hpcval.history.judging.model import MEAN_SHARE, MEDIAN_EFFICIENCY, FigureData
+from hpcval.history.judging.settings import JudgingSettings
+
+OUTCOMES = ("worse", "better", "same", "inconclusive")
+#: the confidence level of a figure's own interval (what bench/compare_coverage.py checks)
+FIGURE_LEVEL = 0.95
+#: the most runs per side ``needed`` reports (beyond: "more than this")
+MOST_RUNS = 1000
+
+
+def _stats():  # noqa: ANN202 - scipy.stats, imported on first use
+    from scipy import stats
+
+    return stats
+
+
+class FigurePair(NamedTuple):
+    """One figure on both sides: the samples of each run (one list per run).
+
+    ``a_ids``/``b_ids`` name the runs (the runs of a family's figures are
+    matched by them; default: their positions); ``size`` is the message size in
+    bytes where the figure has one; ``spread`` is the site's run-to-run spread
+    of this figure (sd of log run medians, from its history) where known: with
+    one run per side it is what ``needed`` is computed from."""
+
+    a_runs: Sequence[Sequence[float]]
+    b_runs: Sequence[Sequence[float]]
+    better: str
+    unit: str = ""
+    size: float | None = None
+    a_ids: Sequence[str] = ()
+    b_ids: Sequence[str] = ()
+    spread: float | None = None
+
+
+class Welch(NamedTuple):
+    """A difference of means of log run medians, B - A, with what its interval needs."""
+
+    diff: float
+    #: standard error (None: one run per side, no interval)
+    se: float | None
+    df: float | None
+    var_a: float | None
+    var_b: float | None
+
+    def interval(self, level: float) -> tuple[float, float] | None:
+        """Two-sided interval of ``diff`` at confidence ``level`` (log scale)."""
+        if self.se is None or self.df is None:
+            return None
+        q = float(_stats().t.ppf(0.5 + level / 2, self.df))
+        return self.diff - q * self.se, self.diff + q * self.se
+
+    def p_lower(self) -> float | None:
+        """One-sided p of "B is not lower than A"."""
+        if self.se is None or self.df is None:
+            return None
+        if self.se == 0:
+            return 0.0 if self.diff < 0 else 1.0
+        return float(_stats().t.cdf(self.diff / self.se, self.df))
+
+    def p_higher(self) -> float | None:
+        p = self.p_lower()
+        return None if p is None else 1.0 - p
+
+    def p_equivalent(self, margin: float) -> float | None:
+        """Two one-sided tests: p of "the ratio lies outside [1 - margin, 1 + margin]"."""
+        if self.se is None or self.df is None:
+            return None
+        lo, hi = math.log1p(-margin), math.log1p(margin)
+        t = _stats().t
+        if self.se == 0:
+            return 0.0 if lo < self.diff < hi else 1.0
+        return max(float(t.sf((self.diff - lo) / self.se, self.df)),
+                   float(t.cdf((self.diff - hi) / self.se, self.df)))
+
+
+def welch(a: Sequence[float], b: Sequence[float], floor_a: float = 0.0,
+          floor_b: float = 0.0, paired: bool = False) -> Welch:
+    """Welch's comparison of two sets of log run medians (B - A). Each side's
+    variance is at least its ``floor``; a side with one run takes the other's
+    variance and degrees of freedom; one run on each side: no interval.
+
+    ``paired``: ``a[i]`` and ``b[i]`` come from the same run (other cases of it,
+    e.g. two MPI stacks): Student's paired t on the differences, their variance
+    at least ``floor_a + floor_b`` (the run's shared conditions cancel)."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.size == 0 or xb.size == 0:
+        raise InputError("compare: a side has no run of this figure")
+    diff = float(xb.mean() - xa.mean())
+    if paired and xa.size == xb.size:
+        n = xa.size
+        if n < 2:
+            return Welch(diff, None, None, None, None)
+        vd = max(float(np.var(xb - xa, ddof=1)), floor_a + floor_b)
+        # var_a = var_b = vd / 2: what runs_needed reads as "(var_a + var_b) / n"
+        return Welch(diff, math.sqrt(vd / n), float(n - 1), vd / 2, vd / 2)
+    na, nb = xa.size, xb.size
+    va = max(float(xa.var(ddof=1)), floor_a) if na >= 2 else None
+    vb = max(float(xb.var(ddof=1)), floor_b) if nb >= 2 else None
+    if va is None and vb is None:
+        return Welch(diff, None, None, None, None)
+    if va is None:
+        assert vb is not None
+        va, df = max(vb, floor_a), float(nb - 1)
+    elif vb is None:
+        vb, df = max(va, floor_b), float(na - 1)
+    else:
+        ua, ub = va / na, vb / nb
+        df = (ua + ub) ** 2 / (ua * ua / (na - 1) + ub * ub / (nb - 1)) if ua + ub > 0 \
+            else float(na + nb - 2)
+    se = math.sqrt(va / na + vb / nb)
+    return Welch(diff, se, df, va, vb)
+
+
+def runs_needed(var_a: float, var_b: float, margin: float, alpha: float = 0.05,
+                power: float = 0.8) -> int | None:
+    """Runs per side with which a B no different from A is ``same`` (its
+    interval at ``1 - 2 alpha`` inside ``+-margin``) in ``power`` of comparisons,
+    at these variances of log run medians (None: more than ``MOST_RUNS``)."""
+    half = math.log1p(margin)
+    stats = _stats()
+    t = stats.t
+    # the normal quantiles give a lower bound (t's are larger): start there
+    z = float(stats.norm.ppf(1 - alpha) + stats.norm.ppf(0.5 + power / 2))
+    start = max(2, math.ceil(z * z * (var_a + var_b) / (half * half)))
+    for n in range(start, MOST_RUNS + 1):
+        q = float(t.ppf(1 - alpha, 2 * n - 2) + t.ppf(0.5 + power / 2, 2 * n - 2))
+        if q * math.sqrt((var_a + var_b) / n) <= half:
+            return n
+    return None
+
+
+def _medians(runs: Sequence[Sequence[float]], what: str) -> tuple[np.ndarray, float]:
+    """Log run medians and the mean within-run variance of a median (log scale)."""
+    meds, within = [], []
+    for i, r in enumerate(runs):
+        x = np.asarray(list(r), dtype=float)
+        if x.size == 0:
+            raise InputError(f"{what}: run {i} has no samples")
+        if not np.all(np.isfinite(x)) or np.any(x <= 0):
+            raise InputError(f"{what}: run {i}: samples must be positive finite numbers "
+                             "(compared as ratios)")
+        lx = np.log(x)
+        meds.append(float(np.median(lx)))
+        if x.size >= 2:
+            mad = 1.4826 * float(np.median(np.abs(lx - np.median(lx))))
+            sd = mad if mad > 0 else float(np.std(lx, ddof=1))
+            within.append(MEDIAN_EFFICIENCY * sd * sd / x.size)
+    return np.asarray(meds), float(np.mean(within)) if within else 0.0
+
+
+@dataclass(frozen=True)
+class FigureComparison:
+    """One figure: the ratio B/A with its interval at ``FIGURE_LEVEL``."""
+
+    name: str
+    better: str
+    unit: str
+    size: float | None
+    #: run medians of each side (natural scale), oldest first
+    medians_a: tuple[float, ...]
+    medians_b: tuple[float, ...]
+    change: Change
+    #: one-sided p of "worse" and of "better", and the two one-sided tests' p of "same"
+    p_worse: float | None
+    p_better: float | None
+    p_same: float | None
+    #: sd of the log run medians of each side, after the floors
+    spread_a: float | None
+    spread_b: float | None
+    #: ``worse``/``better`` (named in a family that moved), ``same`` or ``inconclusive``
+    outcome: str
+    #: runs per side for a +-margin interval at this spread (None: unknown or too many)
+    needed: int | None
+    family: str = ""
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return 1.0 + self.change.change
+
+    @property
+    def runs(self) -> tuple[int, int]:
+        return len(self.medians_a), len(self.medians_b)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "better": self.better, "unit": self.unit, "size": self.size,
+                "runs_a": len(self.medians_a), "runs_b": len(self.medians_b),
+                "medians_a": list(self.medians_a), "medians_b": list(self.medians_b),
+                "ratio": self.ratio, "change": self.change.change, "ci_low": self.change.low,
+                "ci_high": self.change.high, "ci_level": self.change.level,
+                "p_worse": self.p_worse, "p_better": self.p_better, "p_same": self.p_same,
+                "spread_a": self.spread_a, "spread_b": self.spread_b,
+                "outcome": self.outcome, "needed_runs": self.needed, "family": self.family,
+                "note": self.note, "text": self.change.text()}
+
+
+@dataclass(frozen=True)
+class FamilyComparison:
+    """One family: its outcome, the mean change of its figures at the decision's level."""
+
+    name: str
+    case: str
+    figures: tuple[str, ...]
+    outcome: str
+    change: Change
+    p_adjusted: float | None
+    needed: int | None
+    runs: tuple[int, int]
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.case} {self.name}".strip() if self.case else self.name
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"family": self.name, "case": self.case, "figures": list(self.figures),
+                "outcome": self.outcome, "change": self.change.change,
+                "ci_low": self.change.low, "ci_high": self.change.high,
+                "ci_level": self.change.level, "p_adjusted": self.p_adjusted,
+                "needed_runs": self.needed, "runs_a": self.runs[0], "runs_b": self.runs[1],
+                "note": self.note, "text": self.change.text()}
+
+
+@dataclass(frozen=True)
+class RangeMean:
+    """The mean change of a family's figures over a range of message sizes."""
+
+    family: str
+    case: str
+    low: float
+    high: float
+    sizes: tuple[float, ...]
+    change: Change
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "case": self.case, "low": self.low, "high": self.high,
+                "sizes": list(self.sizes), "change": self.change.change,
+                "ci_low": self.change.low, "ci_high": self.change.high,
+                "ci_level": self.change.level, "text": self.change.text()}
+
+
+@dataclass
+class SetComparison:
+    """Everything :func:`compare_sets` found."""
+
+    figures: dict[str, FigureComparison]
+    families: list[FamilyComparison]
+    ranges: list[RangeMean] = field(default_factory=list)
+    margin: float = 0.05
+    alpha: float = 0.05
+
+    @property
+    def outcome(self) -> str:
+        """``worse`` if any family is, else ``better`` if any is, ``same`` if all
+        are, else ``inconclusive``."""
+        got = {f.outcome for f in self.families}
+        for o in ("worse", "better"):
+            if o in got:
+                return o
+        return "same" if got == {"same"} else "inconclusive"
+
+    @property
+    def has_interval(self) -> bool:
+        return any(f.change.has_interval for f in self.figures.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "margin": self.margin, "alpha": self.alpha,
+                "families": [f.as_dict() for f in self.families],
+                "figures": [f.as_dict() for f in self.figures.values()],
+                "ranges": [r.as_dict() for r in self.ranges]}
+
+
+class _Prepared(NamedTuple):
+    pair: FigurePair
+    ma: np.ndarray
+    mb: np.ndarray
+    floor_a: float
+    floor_b: float
+    welch: Welch
+
+
+def _prepare(name: str, pair: FigurePair, min_spread: float) -> _Prepared:
+    if pair.better not in ("higher", "lower"):
+        raise InputError(f"{name}: better: '{pair.better}' must be 'higher' or 'lower'")
+    ma, wa = _medians(pair.a_runs, f"{name}: side A")
+    mb, wb = _medians(pair.b_runs, f"{name}: side B")
+    fa, fb = max(wa, min_spread ** 2), max(wb, min_spread ** 2)
+    return _Prepared(pair, ma, mb, fa, fb, welch(ma, mb, fa, fb, paired=_paired(pair)))
+
+
+def _paired(pair: FigurePair) -> bool:
+    """Both sides' values come from the same runs, in the same order."""
+    return bool(pair.a_ids) and list(pair.a_ids) == list(pair.b_ids) \
+        and len(pair.a_runs) == len(pair.b_runs) == len(pair.a_ids)
+
+
+def _ids(ids: Sequence[str], n: int) -> list[str]:
+    return list(ids) if len(ids) == n else [str(i) for i in range(n)]
+
+
+def _aggregate(members: Sequence[_Prepared], sign: Sequence[float]) -> Welch | None:
+    """Welch on each run's mean (signed) log median over ``members``, over the
+    runs every member has; None when no run has all of them on a side."""
+    sides = []
+    commons = []
+    for side in ("a", "b"):
+        per: list[dict[str, float]] = []
+        for m, s in zip(members, sign, strict=True):
+            meds = m.ma if side == "a" else m.mb
+            ids = _ids(m.pair.a_ids if side == "a" else m.pair.b_ids, meds.size)
+            per.append({i: s * float(v) for i, v in zip(ids, meds, strict=True)})
+        common = [i for i in per[0] if all(i in p for p in per[1:])]
+        if not common:
+            return None
+        commons.append(common)
+        sides.append([float(np.mean([p[i] for p in per])) for i in common])
+    floor_a = min(m.floor_a for m in members)
+    floor_b = min(m.floor_b for m in members)
+    paired = all(_paired(m.pair) for m in members) and commons[0] == commons[1]
+    return welch(sides[0], sides[1], floor_a, floor_b, paired=paired)
+
+
+def _case_of(key: str) -> str:
+    return key.rsplit("/", 1)[0] if "/" in key else ""
+
+
+def compare_sets(figures: Mapping[str, FigurePair], settings: JudgingSettings | None = None,
+                 margin: float = 0.05, size_range: tuple[float, float] | None = None,
+                 ) -> SetComparison:
+    """Compare side B with side A for every figure of ``figures`` (keyed
+    ``"<case>/<variable>"`` as the verdicts name them): per-figure ratios with
+    intervals, one test per family, Holm across families, and (with
+    ``size_range``) each family's mean change over the sizes in that range."""
+    settings = settings or JudgingSettings()
+    if not 0 < margin < 1:
+        raise InputError(f"--margin {margin:g}: must be between 0 and 1 (e.g. 0.05 for 5 %)")
+    if not figures:
+        raise InputError("compare: no figure is on both sides")
+    alpha = settings.alpha
+    prepared = {k: _prepare(k, p, settings.for_figure(k).min_spread) for k, p in figures.items()}
+    datas = {k: FigureData([], [1.0], p.better, p.unit) for k, p in figures.items()}
+    groups = families(datas, settings)
+    # one two-sided test per family: the averaged test (MEAN_SHARE of the level)
+    # or the family's smallest figure (the rest, Bonferroni), as the verdicts split it
+    fam_rows: list[dict[str, Any]] = []
+    for (case, name), keys in groups.items():
+        members = [prepared[k] for k in keys]
+        sign = [1.0 if m.pair.better == members[0].pair.better else -1.0 for m in members]
+        agg = _aggregate(members, sign) if len(members) > 1 else members[0].welch
+        row: dict[str, Any] = {"case": case, "name": name, "keys": keys, "agg": agg,
+                               "members": members, "p": None, "dir": None}
+        if agg is not None and agg.se is not None:
+            p_low = [agg.p_lower()] + [m.welch.p_lower() for m in members]
+            p_high = [agg.p_higher()] + [m.welch.p_higher() for m in members]
+            p_low_f = _split(p_low[0], [_turned(p, s) for p, s in zip(p_low[1:], sign,
+                                                                          strict=True)])
+            p_high_f = _split(p_high[0], [_turned(p, s) for p, s in zip(p_high[1:], sign,
+                                                                             strict=True)])
+            row["p"] = min(1.0, 2 * min(p_low_f, p_high_f))
+            row["dir"] = "lower" if p_low_f <= p_high_f else "higher"
+        fam_rows.append(row)
+    tested = [r for r in fam_rows if r["p"] is not None]
+    adjusted = holm([r["p"] for r in tested])
+    levels = holm_levels([r["p"] for r in tested], alpha)
+    for r, pa, lv in zip(tested, adjusted, levels, strict=True):
+        r["p_adj"], r["level"] = pa, lv
+    out_figs: dict[str, FigureComparison] = {}
+    out_fams: list[FamilyComparison] = []
+    for r in fam_rows:
+        members, keys = r["members"], r["keys"]
+        first_better = members[0].pair.better
+        moved = r["p"] is not None and r["p_adj"] < alpha
+        # which figures moved: Holm within the family at the family's level
+        named: set[str] = set()
+        if moved:
+            ps = [(m.welch.p_lower() if r["dir"] == "lower" else m.welch.p_higher()) or 1.0
+                  for m in members]
+            within = holm_levels(ps, 1.0)
+            named = {k for k, p, w in zip(keys, ps, within, strict=True)
+                     if p < r["level"] / 2 * w}
+            if not named:  # the averaged test moved: every figure that moved that way
+                named = {k for k, m in zip(keys, members, strict=True)
+                         if ((m.welch.diff < 0) == (r["dir"] == "lower"))}
+        all_same = True
+        for k, m in zip(keys, members, strict=True):
+            fc = _figure(k, m, margin, alpha, r["name"] if len(keys) > 1 else "",
+                         k in named, r["dir"])
+            out_figs[k] = fc
+            all_same = all_same and fc.p_same is not None and fc.p_same < alpha
+        agg: Welch | None = r["agg"]
+        runs = (min(len(m.ma) for m in members), min(len(m.mb) for m in members))
+        if moved:
+            worse = (r["dir"] == "lower") == (first_better == "higher")
+            outcome, lvl = ("worse" if worse else "better"), 1 - r["level"]
+        elif all_same:
+            outcome, lvl = "same", 1 - 2 * alpha
+        else:
+            outcome, lvl = "inconclusive", FIGURE_LEVEL
+        note = ""
+        if agg is None:
+            change = Change(math.nan)
+            note = "no run has every figure of the family on both sides"
+        else:
+            ci = agg.interval(lvl)
+            change = Change.from_log(agg.diff, *(ci or (None, None)),
+                                     level=lvl if ci else None)
+            if ci is None:
+                note = _one_run_note(members, margin)
+        # `same` needs every figure inside the margin: the family needs what its
+        # noisiest figure needs (None: one of them needs more than MOST_RUNS or
+        # its spread is unknown)
+        each = [out_figs[k].needed for k in keys]
+        needed = None if any(n is None for n in each) else max(each)  # type: ignore[type-var]
+        if outcome == "inconclusive" and not note:
+            note = (f"{needed} runs per side would answer `same` within +-{margin:.0%} (in 80 % "
+                    "of comparisons where nothing changed) at this spread" if needed else
+                    f"the spread is too wide for a +-{margin:.0%} answer within {MOST_RUNS} "
+                    "runs per side")
+        out_fams.append(FamilyComparison(r["name"], r["case"], tuple(keys), outcome, change,
+                                         r.get("p_adj"), needed, runs, note))
+    ranges = _ranges(groups, prepared, size_range) if size_range else []
+    order = {o: i for i, o in enumerate(OUTCOMES)}
+    out_fams.sort(key=lambda f: (order[f.outcome], f.label))
+    return SetComparison(out_figs, out_fams, ranges, margin, alpha)
+
+
+def _turned(p: float | None, sign: float) -> float:
+    """A member's one-sided p turned to the family's direction (sign -1: flipped)."""
+    if p is None:
+        return 1.0
+    return p if sign > 0 else 1.0 - p
+
+
+def _split(p_mean: float | None, p_figures: Sequence[float]) -> float:
+    """The verdicts' family p: the averaged test with ``MEAN_SHARE`` of the
+    level, or the smallest figure with the rest (Bonferroni over the figures)."""
+    n = len(p_figures)
+    if n == 1 or p_mean is None:
+        return float(min(p_figures)) if n == 1 else 1.0
+    return min(1.0, p_mean / MEAN_SHARE, n * min(p_figures) / (1 - MEAN_SHARE))
+
+
+def _one_run_note(members: Sequence[_Prepared], margin: float) -> str:
+    spreads = [m.pair.spread for m in members if m.pair.spread]
+    text = "one run per side: no interval"
+    if spreads:
+        v = float(np.median(spreads)) ** 2
+        n = runs_needed(v, v, margin)
+        if n:
+            text += (f"; {n} runs per side would answer `same` within +-{margin:.0%} at the "
+                     f"site's run-to-run spread of {math.expm1(math.sqrt(v)):.1%}")
+    return text
+
+
+def _figure(key: str, m: _Prepared, margin: float, alpha: float, family: str,
+            named: bool, direction: str | None) -> FigureComparison:
+    w = m.welch
+    ci = w.interval(FIGURE_LEVEL)
+    change = Change.from_log(w.diff, *(ci or (None, None)), level=FIGURE_LEVEL if ci else None)
+    p_low, p_high = w.p_lower(), w.p_higher()
+    p_worse, p_better = (p_low, p_high) if m.pair.better == "higher" else (p_high, p_low)
+    p_same = w.p_equivalent(margin)
+    if named:
+        worse = (direction == "lower") == (m.pair.better == "higher")
+        outcome = "worse" if worse else "better"
+    elif p_same is not None and p_same < alpha:
+        outcome = "same"
+    else:
+        outcome = "inconclusive"
+    needed = None
+    note = ""
+    if w.var_a is not None and w.var_b is not None:
+        needed = runs_needed(w.var_a, w.var_b, margin, alpha)
+    elif m.pair.spread:
+        needed = runs_needed(m.pair.spread ** 2, m.pair.spread ** 2, margin, alpha)
+    if ci is None:
+        note = _one_run_note([m], margin)
+    return FigureComparison(
+        name=key, better=m.pair.better, unit=m.pair.unit, size=m.pair.size,
+        medians_a=tuple(float(math.exp(v)) for v in m.ma),
+        medians_b=tuple(float(math.exp(v)) for v in m.mb), change=change,
+        p_worse=p_worse, p_better=p_better, p_same=p_same,
+        spread_a=math.sqrt(w.var_a) if w.var_a is not None else None,
+        spread_b=math.sqrt(w.var_b) if w.var_b is not None else None,
+        outcome=outcome, needed=needed, family=family, note=note)
+
+
+def _ranges(groups: Mapping[tuple[str, str], list[str]], prepared: Mapping[str, _Prepared],
+            size_range: tuple[float, float]) -> list[RangeMean]:
+    low, high = size_range
+    out = []
+    for (case, name), keys in groups.items():
+        inside = [k for k in keys if prepared[k].pair.size is not None
+                  and low <= float(prepared[k].pair.size) <= high]  # type: ignore[arg-type]
+        if not inside:
+            continue
+        members = [prepared[k] for k in inside]
+        sign = [1.0 if m.pair.better == members[0].pair.better else -1.0 for m in members]
+        agg = _aggregate(members, sign)
+        if agg is None:
+            continue
+        ci = agg.interval(FIGURE_LEVEL)
+        change = Change.from_log(agg.diff, *(ci or (None, None)),
+                                 level=FIGURE_LEVEL if ci else None)
+        sizes = tuple(sorted(float(m.pair.size) for m in members))  # type: ignore[arg-type]
+        out.append(RangeMean(name, case, low, high, sizes, change))
+    return out
