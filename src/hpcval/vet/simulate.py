@@ -63,3 +63,35 @@ def cluster(n: int, per_switch: int) -> tuple[list[str], dict[str, str]]:
     width = len(str(n))
     nodes = [f"n{i:0{width}d}" for i in range(1, n + 1)]
     return nodes, {node: f"sw{i // per_switch + 1:03d}" for i, node in enumerate(nodes)}
+
+
+@dataclass
+class Injected:
+    """The faults of one simulated trial, as ``bench/vet_simulate.py`` injects them."""
+
+    faults: Faults
+    slow30: list[str]
+    slow90: str
+    slow_switch: str
+
+
+def inject(nodes: list[str], topology: dict[str, str], rng: np.random.Generator,
+           max_rounds: int | None = 7) -> Injected:
+    """Two nodes 30 % slow (0.7), one at a tenth (0.1), all outside one switch
+    whose uplink runs at half rate, and two slow links (half rate) among the
+    planned pairs of healthy nodes outside that switch."""
+    from hpcval.vet.schedule import plan
+
+    switches = sorted(set(topology.values()))
+    slow_sw = str(rng.choice(switches))
+    outside = [x for x in nodes if topology[x] != slow_sw]
+    picked = [str(x) for x in rng.choice(outside, 3, replace=False)]
+    faults = Faults(slow_nodes={picked[0]: 0.7, picked[1]: 0.7, picked[2]: 0.1},
+                    slow_switches={slow_sw: 0.5})
+    planned = [p for rnd in plan(nodes, max_rounds) for p in rnd]
+    bad = set(picked)
+    candidates = [p for p in planned if not (set(p) & bad) and topology[p[0]] != slow_sw
+                  and topology[p[1]] != slow_sw]
+    for i in rng.choice(len(candidates), 2, replace=False):
+        faults.slow_links[candidates[int(i)]] = 0.5
+    return Injected(faults, picked[:2], picked[2], slow_sw)
