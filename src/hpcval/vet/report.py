@@ -116,7 +116,7 @@ def html_page(result: Mapping[str, Any]) -> str:
     ]
     if culprits:
         items = [f"<li><b>{esc(c['kind'])} {esc(c['name'])}</b>: "
-                 f"{esc(c['evidence'].removeprefix(c['name'] + ': '))}</li>" for c in culprits]
+                 f"{esc(_evidence(c))}</li>" for c in culprits]
         parts.append("<ul class='attn'>" + "".join(items[:FIRST_SCREEN]) + "</ul>")
         if len(items) > FIRST_SCREEN:
             parts.append(f"<details class='all'><summary>{len(items) - FIRST_SCREEN} more "
@@ -161,6 +161,14 @@ def html_page(result: Mapping[str, Any]) -> str:
     parts.append(_node_table(result, marks))
     parts.append(f"<script>{PAGE_JS}</script></body></html>\n")
     return "\n".join(parts)
+
+
+def _evidence(c: Mapping[str, Any]) -> str:
+    """A culprit's evidence without the name it starts with (shown beside it)."""
+    ev = str(c["evidence"])
+    for prefix in (f"{c['kind']} {c['name']}: ", f"{c['name']}: "):
+        ev = ev.removeprefix(prefix)
+    return ev
 
 
 def _banner(result: Mapping[str, Any]) -> tuple[str, str]:
