@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -405,11 +405,27 @@ def _group_median(group: np.ndarray, vals: np.ndarray, n: int) -> np.ndarray:
     return np.where(counts > 0, (s[lo] + s[hi]) / 2, np.nan)
 
 
-def _split(group: np.ndarray, vals: np.ndarray, n: int) -> list[list[float]]:
-    """``vals`` per group 0..n-1, as lists."""
-    order = np.argsort(group, kind="stable")
-    counts = np.bincount(group, minlength=n)
-    return [part.tolist() for part in np.split(vals[order], np.cumsum(counts)[:-1])]
+class _Groups(Mapping[str, list[float]]):
+    """``vals`` per group (a node), as lists made only for the keys read: the
+    rank tests read the few nodes that need one, not all of them."""
+
+    def __init__(self, names: list[str], group: np.ndarray, vals: np.ndarray) -> None:
+        self.index = {n: i for i, n in enumerate(names)}
+        order = np.argsort(group, kind="stable")
+        self.sorted = vals[order]
+        counts = np.bincount(group, minlength=len(names))
+        self.ends = np.cumsum(counts)
+        self.starts = self.ends - counts
+
+    def __getitem__(self, key: str) -> list[float]:
+        i = self.index[key]
+        return self.sorted[self.starts[i]:self.ends[i]].tolist()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
 
 
 def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
@@ -489,11 +505,9 @@ def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
         node_devs = deviations(
             scores, spec, settings, center=center, scale=scale,
             counts=dict(zip(names, used_count.tolist(), strict=True)),
-            samples=dict(zip(names, _split(u_node, u_val, n_nodes), strict=True)),
+            samples=_Groups(names, u_node, u_val),
             pool=v_arr[clean_now],
-            pool_excluding=dict(zip(names, _split(inc_node[clean_inc],
-                                                  v_arr[inc_pair[clean_inc]], n_nodes),
-                                    strict=True)))
+            pool_excluding=_Groups(names, inc_node[clean_inc], v_arr[inc_pair[clean_inc]]))
         new_named = np.array([node_devs[n].low for n in names], dtype=bool)
         # a switch once named stays named (its slow pairs are explained by it, so
         # its nodes may look fine afterwards); nodes are judged afresh each time
