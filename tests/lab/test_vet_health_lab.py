@@ -96,7 +96,11 @@ HPCVAL_VAR={var} PYTHONPATH={ROOT / 'src'} exec {sys.executable} -m hpcval.cli h
             assert "DRAIN" not in info[n].state, (n, info[n], text)
     lines = [ln for ln in text.splitlines() if ln.startswith("health ")]
     assert {ln.split()[1].rstrip(":") for ln in lines} == set(NODES), text
+    # judged every time, in slurmd's environment (no PATH), within slurmd's 60 s
     assert all(ln.split()[2] in ("OK", "NO") for ln in lines), text
+    assert all(int(ln.split(" in ")[1].split()[0]) < 60 for ln in lines), text
     assert all(ln.startswith(f"health {OFF}: NO") for ln in lines if f" {OFF}:" in ln)
+    assert all(ln.split()[2] == "OK" for ln in lines if f" {OFF}:" not in ln), text
+    assert "SLURMD_NODENAME=lab-n1 host=lab-n1" in text  # slurmd names the node
     print(text)
     print(f"drained after {time.monotonic() - t0:.0f} s; load {os.getloadavg()[0]:.1f}")

@@ -42,6 +42,9 @@ from hpcval.vet.judge import FIGURES, JudgeSettings, _fmt, robust_center_scale
 from hpcval.vet.probe import MARKER
 from hpcval.vet.sitecfg import VetSite
 
+#: Appended to the PATH where missing (a HealthCheckProgram's environment has none).
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
 #: The figures the gate measures and judges (latency is shown by a vetting, not judged).
 JUDGED = ("triad_bw", "shm_pingpong_bw_1MiB", "cpu_mhz")
 
@@ -159,6 +162,10 @@ def local_env(site: VetSite) -> dict[str, str]:
     env = dict(site.env)
     for key in ("I_MPI_PMI_LIBRARY", "I_MPI_HYDRA_IFACE"):
         env.pop(key, None)
+    # slurmd runs its HealthCheckProgram with next to no environment (no /usr/bin
+    # on the PATH: the MPI compiler and launcher scripts need dirname, basename)
+    path = [d for d in env.get("PATH", "").split(":") if d]
+    env["PATH"] = ":".join(path + [d for d in SYSTEM_PATH if d not in path])
     env["I_MPI_HYDRA_BOOTSTRAP"] = "fork"
     env["I_MPI_FABRICS"] = "shm"
     return env
@@ -186,6 +193,20 @@ class _Clock:
         return proc.stdout
 
 
+def _cfdio(site: VetSite, env: dict[str, str]) -> str:
+    """The vetting's ``cfdio`` (built once into ``var/<site>/vet/bin``), under a
+    file lock: slurmd starts its HealthCheckProgram on every node at once, and
+    nodes that share ``var/`` must not build it over each other."""
+    import dataclasses
+    import fcntl
+
+    bin_dir = site.var / "vet" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    with (bin_dir / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return measure.cfdio_binary(dataclasses.replace(site, env=env), bin_dir)
+
+
 def measure_here(site: VetSite, samples: int, budget: float,
                  raw: Path | None = None) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
     """Probe, triad and shared-memory PingPong on this node, ``samples`` times each."""
@@ -203,7 +224,7 @@ def measure_here(site: VetSite, samples: int, budget: float,
     if launcher is None:
         raise EnvironmentFault(f"mpiexec not on the PATH of environment '{site.env_name}'; "
                                "exit 3")
-    cfdio = measure.cfdio_binary(site, site.var / "vet" / "bin")
+    cfdio = _cfdio(site, env)
     size = measure.triad_size(site, measure.Settings())
     triad = [launcher, "-n", "1", cfdio, "--mode", "triad", "--triad-n",
              str(size.params["triad_n"]), "--reps", str(size.params["reps"])]
