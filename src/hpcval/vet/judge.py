@@ -23,10 +23,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from hpcval.core.figures import check_direction, unit_direction, worse_change
+import numpy as np
+
+from hpcval.figures import check_direction, unit_direction, worse_change
 from hpcval.vet.schedule import Pair
 
 
@@ -162,7 +164,13 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
-def robust_center_scale(values: Sequence[float], floor: float,
+def _median(values: np.ndarray) -> float:
+    """The median as :func:`statistics.median` computes it (the middle value, or
+    the mean of the two middle values), on an array."""
+    return float(np.median(values))
+
+
+def robust_center_scale(values: Sequence[float] | np.ndarray, floor: float,
                         better: str | None = None) -> tuple[float, float]:
     """Median and normal-consistent MAD (at least ``floor`` x |median|).
 
@@ -170,15 +178,86 @@ def robust_center_scale(values: Sequence[float], floor: float,
     for skewed populations): faults only ever push a figure to the worse side,
     so many slow nodes must not widen the yardstick that judges them.
     """
-    center = median(values)
-    pool = list(values)
+    arr = np.asarray(values, dtype=float)
+    center = _median(arr)
+    pool = arr
     if better is not None:
-        side = [v for v in values if (v >= center if better == "higher" else v <= center)]
-        pool = side + [2 * center - v for v in side]  # mirrored: symmetric around center
+        side = arr[arr >= center] if better == "higher" else arr[arr <= center]
+        pool = np.concatenate([side, 2 * center - side])  # mirrored: symmetric around center
     from scipy.stats import median_abs_deviation  # scipy is imported only to judge
 
     scale = float(median_abs_deviation(pool, scale="normal")) if len(pool) > 1 else 0.0
     return center, max(scale, floor * abs(center), 1e-12)
+
+
+#: Below this many others a rank test is scipy's ``mannwhitneyu`` (exact where it
+#: can be); from it on, the normal approximation against one sorted pool.
+_SCIPY_BELOW = 2000
+
+
+class _Pool:
+    """The others' samples of a rank test, sorted once for every key that is
+    tested against them; a key's own samples may be taken out of the pool
+    (``exclude``) without copying it."""
+
+    def __init__(self, values: Sequence[float] | np.ndarray) -> None:
+        self.sorted = np.sort(np.asarray(values, dtype=float))
+
+    def others(self, exclude: Sequence[float]) -> np.ndarray:
+        """The pool without one occurrence of each value of ``exclude``."""
+        if not len(exclude):
+            return self.sorted
+        ex = np.sort(np.asarray(exclude, dtype=float))
+        first = np.searchsorted(ex, ex, side="left")  # where each value's run starts
+        idx = np.searchsorted(self.sorted, ex, side="left") + (np.arange(len(ex)) - first)
+        return np.delete(self.sorted, idx)
+
+    def p_values(self, mine: Sequence[Sequence[float]],
+                 exclude: Sequence[Sequence[float]] | None, better: str) -> list[float | None]:
+        """One-sided Mann-Whitney p of each ``mine[i]`` against the pool less
+        ``exclude[i]`` (None: fewer than 3 others), as :func:`rank_test` gives it."""
+        out: list[float | None] = [None] * len(mine)
+        big: list[int] = []
+        for i in range(len(mine)):
+            n2 = len(self.sorted) - (len(exclude[i]) if exclude is not None else 0)
+            if n2 < 3:
+                continue
+            if n2 < _SCIPY_BELOW:
+                out[i] = rank_test(mine[i], self.others(exclude[i] if exclude is not None
+                                                        else ()), better)
+            else:
+                big.append(i)
+        if not big:
+            return out
+        from scipy.stats import norm
+
+        lens = np.array([len(mine[i]) for i in big])
+        x = np.concatenate([np.asarray(mine[i], dtype=float) for i in big])
+        below = np.searchsorted(self.sorted, x, side="left")
+        ties = np.searchsorted(self.sorted, x, side="right") - below
+        if exclude is not None:
+            at = 0
+            for i, n1 in zip(big, lens, strict=True):
+                ex = np.sort(np.asarray(exclude[i], dtype=float))
+                if len(ex):
+                    xi = x[at:at + n1]
+                    lo = np.searchsorted(ex, xi, side="left")
+                    below[at:at + n1] -= lo
+                    ties[at:at + n1] -= np.searchsorted(ex, xi, side="right") - lo
+                at += n1
+        group = np.repeat(np.arange(len(big)), lens)
+        # pairs where mine > other (ties count a half): sums of halves, exact in floats
+        u = np.bincount(group, weights=below + 0.5 * ties, minlength=len(big))
+        z = np.empty(len(big))
+        for j, i in enumerate(big):
+            n1 = int(lens[j])
+            n2 = len(self.sorted) - (len(exclude[i]) if exclude is not None else 0)
+            mu, sigma = n1 * n2 / 2, math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
+            z[j] = (float(u[j]) - mu) / sigma
+        p = norm.cdf(z) if better == "higher" else norm.sf(z)
+        for j, i in enumerate(big):
+            out[i] = float(p[j])
+        return out
 
 
 def deviations(values: Mapping[str, float], spec: FigureSpec, settings: JudgeSettings,
@@ -188,44 +267,72 @@ def deviations(values: Mapping[str, float], spec: FigureSpec, settings: JudgeSet
                pool: Sequence[float] | None = None,
                both: bool = False,
                others_of: Callable[[str], list[float]] | None = None,
+               pool_excluding: Mapping[str, Sequence[float]] | None = None,
                ) -> dict[str, Deviation]:
     """Each value next to the population's median (or a given center/scale).
 
     Off = worse than ``min_effect`` *and* statistically off: robust z beyond
     ``settings.z``, or, where samples are given, a one-sided Mann-Whitney test of
-    the key's samples against the others' (or ``pool``) significant at
+    the key's samples against the others' (or ``pool``; with ``pool_excluding``,
+    the pool less the key's values listed there) significant at
     ``settings.alpha`` after a Bonferroni correction over all keys. The rank test
     catches a clear loss in a noisy population, where ten medians estimate the
     spread too loosely for z alone; the effect size keeps it from naming noise.
     With ``both``, z *and* the rank test must agree (per-node figures: a node
     whose samples scatter as widely as everyone's is not named for one low
     summary).
+
+    Computed over all keys at once: the pool is sorted once and every key that
+    needs a rank test is ranked against it together (thousands of nodes or
+    pairs in seconds).
     """
+    keys = list(values)
+    v = np.fromiter((values[k] for k in keys), dtype=float, count=len(keys))
     if center is None or scale is None:
-        center, scale = robust_center_scale(list(values.values()), settings.scale_floor,
-                                            spec.better)
-    out = {}
-    for key, v in values.items():
-        worse = spec.worse(v, center)
-        z = worse * abs(center) / scale
-        big = worse > settings.effect(spec)
-        low = z > settings.z and big
-        p = None
-        if big and (both or not low) and samples is not None and len(samples.get(key, ())) >= 3:
-            if others_of is not None:
-                others = others_of(key)
-            elif pool is not None:
-                others = list(pool)
-            else:
-                others = [x for k, s in samples.items() if k != key for x in s]
-            if len(others) >= 3:
-                p = rank_test(samples[key], others, spec.better)
-                significant = p * len(values) < settings.alpha
-                low = (low and significant) if both else significant
-        elif both:
-            low = False
-        out[key] = Deviation(v, center, worse, z, low, (counts or {}).get(key, 0), p)
-    return out
+        center, scale = robust_center_scale(v, settings.scale_floor, spec.better)
+    if center == 0:
+        worse = np.zeros(len(keys))
+    else:
+        rel = (v - center) / abs(center)
+        worse = -rel if spec.better == "higher" else rel
+    z = worse * abs(center) / scale
+    big = worse > settings.effect(spec)
+    low = (z > settings.z) & big
+    p: list[float | None] = [None] * len(keys)
+    tested: list[int] = []
+    if samples is not None:
+        tested = [i for i in range(len(keys))
+                  if big[i] and (both or not low[i]) and len(samples.get(keys[i], ())) >= 3]
+    if both:  # z and the rank test must agree: an untested key is not named
+        untested = np.ones(len(keys), dtype=bool)
+        untested[tested] = False
+        low[untested] = False
+    if tested:
+        assert samples is not None
+        mine = [samples[keys[i]] for i in tested]
+        if others_of is not None:
+            got: list[float | None] = []
+            for i in tested:
+                others = others_of(keys[i])
+                got.append(rank_test(samples[keys[i]], others, spec.better)
+                           if len(others) >= 3 else None)
+        elif pool is not None:
+            excl = ([pool_excluding.get(keys[i], ()) for i in tested]
+                    if pool_excluding is not None else None)
+            got = _Pool(pool).p_values(mine, excl, spec.better)
+        else:
+            every = [x for s in samples.values() for x in s]
+            got = _Pool(every).p_values(mine, mine, spec.better)
+        for i, pv in zip(tested, got, strict=True):
+            if pv is None:
+                continue  # fewer than 3 others: the z verdict stands
+            p[i] = pv
+            significant = pv * len(values) < settings.alpha
+            low[i] = (low[i] and significant) if both else significant
+    cnt = counts or {}
+    vl, cl, wl, zl, ll = v.tolist(), float(center), worse.tolist(), z.tolist(), low.tolist()
+    return {k: Deviation(vl[i], cl, wl[i], zl[i], ll[i], cnt.get(k, 0), p[i])
+            for i, k in enumerate(keys)}
 
 
 def rank_test(mine: Sequence[float], others: Sequence[float], better: str) -> float:
@@ -284,6 +391,43 @@ def judge_node_figure(samples: Mapping[str, Sequence[float]], spec: FigureSpec,
                 f"others', rank test p {d.p:.1g})", [n]))
 
 
+def _group_median(group: np.ndarray, vals: np.ndarray, n: int) -> np.ndarray:
+    """The median of ``vals`` per group 0..n-1 (NaN for an empty group), as
+    :func:`statistics.median` computes it, for all groups at once."""
+    order = np.lexsort((vals, group))
+    s = vals[order]
+    counts = np.bincount(group, minlength=n)
+    starts = np.cumsum(counts) - counts
+    lo = np.minimum(starts + np.maximum(counts - 1, 0) // 2, max(len(s) - 1, 0))
+    hi = np.minimum(starts + counts // 2, max(len(s) - 1, 0))
+    if not len(s):
+        return np.full(n, np.nan)
+    return np.where(counts > 0, (s[lo] + s[hi]) / 2, np.nan)
+
+
+class _Groups(Mapping[str, list[float]]):
+    """``vals`` per group (a node), as lists made only for the keys read: the
+    rank tests read the few nodes that need one, not all of them."""
+
+    def __init__(self, names: list[str], group: np.ndarray, vals: np.ndarray) -> None:
+        self.index = {n: i for i, n in enumerate(names)}
+        order = np.argsort(group, kind="stable")
+        self.sorted = vals[order]
+        counts = np.bincount(group, minlength=len(names))
+        self.ends = np.cumsum(counts)
+        self.starts = self.ends - counts
+
+    def __getitem__(self, key: str) -> list[float]:
+        i = self.index[key]
+        return self.sorted[self.starts[i]:self.ends[i]].tolist()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
 def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
                 spec: FigureSpec, settings: JudgeSettings, verdict: Verdict,
                 topology: Mapping[str, str] | None = None) -> None:
@@ -292,156 +436,185 @@ def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
     Explaining away: a pair with a named peer, or one that leaves a named switch,
     says nothing about the node at its other end, so node scores are computed
     again without such pairs until the named set stops changing.
+
+    Every step is computed over all nodes and pairs at once: a pair is an index
+    into arrays of its two ends, its switches and its median; a node's pairs are
+    its incidences (each pair counted at both ends).
     """
-    values = {p: median(s) for p, s in samples.items() if s}
-    by_node: dict[str, list[Pair]] = defaultdict(list)
-    for p in values:
-        by_node[p[0]].append(p)
-        by_node[p[1]].append(p)
-    if len(by_node) < settings.min_nodes:
+    keys = [p for p, s in samples.items() if s]
+    index: dict[str, int] = {}
+    for a, b in keys:
+        index.setdefault(a, len(index))
+        index.setdefault(b, len(index))
+    names = list(index)
+    lens = {len(samples[p]) for p in keys}
+    if len(lens) == 1:
+        v_arr = np.median(np.array([samples[p] for p in keys], dtype=float), axis=1)
+    else:
+        v_arr = np.array([median(samples[p]) for p in keys], dtype=float)
+    if len(names) < settings.min_nodes:
         verdict.judged = False
         verdict.notes.append(
-            f"{spec.label}: {len(by_node)} node(s) in pairs, fewer than {settings.min_nodes}: "
+            f"{spec.label}: {len(names)} node(s) in pairs, fewer than {settings.min_nodes}: "
             "too few to tell a slow node from a slow link or a slow peer (a pair only says "
             "that one of its ends or the link is slow)")
-        for p, v in values.items():
+        for p, v in zip(keys, v_arr.tolist(), strict=True):
             verdict.pairs[f"{p[0]}|{p[1]}"] = Deviation(v, v, 0.0, 0.0, False, len(samples[p]))
         return
     topo = topology or {}
-    named: set[str] = set()
-    bad_sw: set[str] = set()
+    n_nodes, n_pairs = len(names), len(keys)
+    a_idx = np.array([index[a] for a, _ in keys], dtype=np.int64)
+    b_idx = np.array([index[b] for _, b in keys], dtype=np.int64)
+    # switches: index per distinct name; -1 (and a last entry that is never bad) for none
+    sw_names = sorted({s for s in (topo.get(n) for n in names) if s is not None})
+    sw_index = {s: i for i, s in enumerate(sw_names)}
+    swi = np.array([sw_index.get(topo.get(n), -1) for n in names], dtype=np.int64)  # type: ignore[arg-type]
+    sw_a, sw_b = swi[a_idx], swi[b_idx]
+    cross = sw_a != sw_b
+    inc_node = np.concatenate([a_idx, b_idx])
+    inc_other = np.concatenate([b_idx, a_idx])
+    inc_pair = np.concatenate([np.arange(n_pairs), np.arange(n_pairs)])
+    inc_cross = np.concatenate([cross, cross])
+    s_me, s_other = swi[inc_node], swi[inc_other]
+    sw_ctx = _Switches(names, swi, sw_names, topology, a_idx, b_idx, v_arr)
+    named = np.zeros(n_nodes, dtype=bool)
+    bad_sw = np.zeros(len(sw_names) + 1, dtype=bool)
     switches: list[Culprit] = []
+    node_devs: dict[str, Deviation] = {}
+    scores: dict[str, float] = {}
     for _ in range(4):
-        used = {n: [p for p in ps if not _explained(p, n, named, bad_sw, topo)] or ps
-                for n, ps in by_node.items()}
-        scores = {n: median([values[p] for p in ps]) for n, ps in used.items()}
-        clean_now = [p for p in values if not (set(p) & named) and not any(
-            _explained(p, e, set(), bad_sw, topo) for e in p)]
+        explained = named[inc_other] | (inc_cross & (bad_sw[s_me] | bad_sw[s_other]))
+        unexplained = np.bincount(inc_node[~explained], minlength=n_nodes)
+        use = ~explained | (unexplained[inc_node] == 0)  # all explained: all of them
+        u_node, u_val = inc_node[use], v_arr[inc_pair[use]]
+        score_arr = _group_median(u_node, u_val, n_nodes)
+        used_count = np.bincount(u_node, minlength=n_nodes)
+        clean_now = ~named[a_idx] & ~named[b_idx] & ~(cross & (bad_sw[sw_a] | bad_sw[sw_b]))
         # the yardstick of a score: at least the spread a median of k pairs has
         # when pairs scatter as the clean pairs do (samples of one pair share
         # their minute of load, so the pairs, not the samples, are the units)
-        center, scale = robust_center_scale(list(scores.values()), settings.scale_floor,
-                                            spec.better)
-        if len(clean_now) >= 3:
-            _, pair_scale = robust_center_scale([values[p] for p in clean_now],
-                                                settings.scale_floor, spec.better)
-            k = median([len(ps) for ps in used.values()])
+        center, scale = robust_center_scale(score_arr, settings.scale_floor, spec.better)
+        if int(clean_now.sum()) >= 3:
+            _, pair_scale = robust_center_scale(v_arr[clean_now], settings.scale_floor,
+                                                spec.better)
+            k = _median(used_count)
             scale = max(scale, 1.253 * pair_scale / math.sqrt(k))
-        # the rank test of a node: its pairs against the pairs it is not in
-        node_pairs = {n: [values[p] for p in ps] for n, ps in used.items()}
-
-        def others_of(n: str, clean_now: list[Pair] = clean_now) -> list[float]:
-            return [values[p] for p in clean_now if n not in p]
-
-        node_devs = deviations(scores, spec, settings, center=center, scale=scale,
-                               counts={n: len(ps) for n, ps in used.items()},
-                               samples=node_pairs, others_of=others_of)
-        new_named = {n for n, d in node_devs.items() if d.low}
+        # the rank test of a node: its pairs against the clean pairs it is not in
+        clean_inc = clean_now[inc_pair]
+        scores = dict(zip(names, score_arr.tolist(), strict=True))
+        node_devs = deviations(
+            scores, spec, settings, center=center, scale=scale,
+            counts=dict(zip(names, used_count.tolist(), strict=True)),
+            samples=_Groups(names, u_node, u_val),
+            pool=v_arr[clean_now],
+            pool_excluding=_Groups(names, inc_node[clean_inc], v_arr[inc_pair[clean_inc]]))
+        new_named = np.array([node_devs[n].low for n in names], dtype=bool)
         # a switch once named stays named (its slow pairs are explained by it, so
         # its nodes may look fine afterwards); nodes are judged afresh each time
-        found = {c.name: c for c in _judge_switches(values, new_named, node_devs, spec,
-                                                     settings, topology, bad_sw)}
+        found = {c.name: c for c in sw_ctx.judge(new_named, spec, settings, bad_sw)}
         switches = [c for c in switches if c.name not in found] + list(found.values())
-        new_sw = bad_sw | set(found)
-        if new_named == named and new_sw == bad_sw:
+        new_sw = bad_sw.copy()
+        for name in found:
+            new_sw[sw_index[name]] = True
+        if np.array_equal(new_named, named) and np.array_equal(new_sw, bad_sw):
             break
         named, bad_sw = new_named, new_sw
     for n, d in node_devs.items():
         verdict.table.setdefault(n, {})[spec.name] = d
 
-    def clean(p: Pair) -> bool:
-        return not (set(p) & named) and not (
-            topo.get(p[0]) != topo.get(p[1])
-            and (topo.get(p[0]) in bad_sw or topo.get(p[1]) in bad_sw))
-
-    base = [v for p, v in values.items() if clean(p)]
-    if len(base) < 3:
-        base = list(values.values())
+    clean = ~named[a_idx] & ~named[b_idx] & ~(cross & (bad_sw[sw_a] | bad_sw[sw_b]))
+    base = v_arr[clean] if int(clean.sum()) >= 3 else v_arr
     center, scale = robust_center_scale(base, settings.scale_floor, spec.better)
-    clean_pool = [x for p, s in samples.items() if p in values and clean(p) for x in s]
-    pair_devs = deviations({f"{a}|{b}": v for (a, b), v in values.items()}, spec, settings,
+    pair_keys = [f"{a}|{b}" for a, b in keys]
+    clean_list = clean.tolist()
+    clean_pool = [x for p, c in zip(keys, clean_list, strict=True) if c for x in samples[p]]
+    pair_devs = deviations(dict(zip(pair_keys, v_arr.tolist(), strict=True)), spec, settings,
                            center=center, scale=scale,
                            counts={f"{a}|{b}": len(s) for (a, b), s in samples.items()},
                            samples={f"{a}|{b}": s for (a, b), s in samples.items()},
                            pool=clean_pool if len(clean_pool) >= 3 else None)
     verdict.pairs.update(pair_devs)
+    pair_low = np.array([pair_devs[k].low for k in pair_keys], dtype=bool)
 
     switches.sort(key=lambda c: c.name)
     in_switch = {n for sw in switches for n in sw.nodes}
-    for n in sorted(named - in_switch, key=lambda n: node_devs[n].value):
-        mine = by_node[n]
-        low = [p for p in mine if pair_devs[f"{p[0]}|{p[1]}"].low]
-        peers = [v for p, v in values.items() if n not in p and clean(p)]
+    named_set = {names[i] for i in np.flatnonzero(named)}
+    for n in sorted(named_set - in_switch, key=lambda n: node_devs[n].value):
+        i = index[n]
+        mine = (a_idx == i) | (b_idx == i)
+        n_mine, n_low = int(mine.sum()), int((mine & pair_low).sum())
+        peers = v_arr[clean & ~mine]
         d = node_devs[n]
         verdict.culprits.append(Culprit(
             "node", n, spec.name,
-            f"{n}: {spec.label} {_fmt(d.value)} {spec.unit} (median of its {len(mine)} pairs), "
-            f"low in {len(low)} of {len(mine)} pairs; pairs of healthy nodes: median "
-            f"{_fmt(median(peers)) if peers else '-'} {spec.unit}", [n]))
+            f"{n}: {spec.label} {_fmt(d.value)} {spec.unit} (median of its {n_mine} pairs), "
+            f"low in {n_low} of {n_mine} pairs; pairs of healthy nodes: median "
+            f"{_fmt(_median(peers)) if len(peers) else '-'} {spec.unit}", [n]))
     verdict.culprits += switches
-    for key, d in sorted(pair_devs.items(), key=lambda kv: kv[1].value):
-        a, b = key.split("|")
-        if d.low and clean((a, b)):
-            verdict.culprits.append(Culprit(
-                "link", f"{a}<->{b}", spec.name,
-                f"{a}<->{b}: {spec.label} {_fmt(d.value)} {spec.unit} (median of {d.samples} "
-                f"samples), {abs(d.worse_by) * 100:.0f} % below the pairs of healthy nodes "
-                f"(median {_fmt(d.center)} {spec.unit}); {a} median "
-                f"{_fmt(scores[a])}, {b} median {_fmt(scores[b])} with their other peers",
-                []))
+    for j in sorted(np.flatnonzero(pair_low & clean).tolist(), key=lambda j: v_arr[j]):
+        a, b = keys[j]
+        d = pair_devs[pair_keys[j]]
+        verdict.culprits.append(Culprit(
+            "link", f"{a}<->{b}", spec.name,
+            f"{a}<->{b}: {spec.label} {_fmt(d.value)} {spec.unit} (median of {d.samples} "
+            f"samples), {abs(d.worse_by) * 100:.0f} % below the pairs of healthy nodes "
+            f"(median {_fmt(d.center)} {spec.unit}); {a} median "
+            f"{_fmt(scores[a])}, {b} median {_fmt(scores[b])} with their other peers",
+            []))
 
 
-def _explained(p: Pair, me: str, named: set[str], bad_sw: set[str],
-               topo: Mapping[str, str]) -> bool:
-    """Pair ``p`` of node ``me`` is explained by its named peer or a named switch."""
-    other = p[1] if p[0] == me else p[0]
-    if other in named:
-        return True
-    s_me, s_other = topo.get(me), topo.get(other)
-    return s_me != s_other and (s_me in bad_sw or s_other in bad_sw)
+class _Switches:
+    """Switches whose pairs to other switches are slow, or most of whose nodes are
+    named, over the arrays of :func:`judge_pairs`."""
 
+    def __init__(self, names: list[str], swi: np.ndarray, sw_names: list[str],
+                 topology: Mapping[str, str] | None, a_idx: np.ndarray, b_idx: np.ndarray,
+                 v_arr: np.ndarray) -> None:
+        self.names, self.swi, self.sw_names = names, swi, sw_names
+        self.members: dict[str, list[int]] = defaultdict(list)
+        if topology:
+            for i, n in enumerate(names):
+                if n in topology:
+                    self.members[topology[n]].append(i)
+        self.a_idx, self.b_idx, self.v_arr = a_idx, b_idx, v_arr
+        sa, sb = swi[a_idx], swi[b_idx]
+        truthy = np.array([bool(s) for s in sw_names] + [False])
+        # pairs between two named (non-empty) switches, leaving one for the other
+        self.leave = truthy[sa] & truthy[sb] & (sa != sb)
+        self.sa, self.sb = sa, sb
 
-def _judge_switches(values: Mapping[Pair, float], named: set[str],
-                    node_devs: Mapping[str, Deviation], spec: FigureSpec,
-                    settings: JudgeSettings, topology: Mapping[str, str] | None,
-                    bad_sw: set[str]) -> list[Culprit]:
-    """Switches whose pairs to other switches are slow, or most of whose nodes are named."""
-    if not topology:
-        return []
-    members: dict[str, list[str]] = defaultdict(list)
-    for n in node_devs:
-        if n in topology:
-            members[topology[n]].append(n)
-    if len(members) < 2:
-        return []
-    # pairs that leave each switch (between unnamed nodes), judged against the
-    # other switches' leaving pairs; a pair into a switch already named says
-    # nothing about the switch at its other end
-    leaving: dict[str, list[float]] = defaultdict(list)
-    for (a, b), v in values.items():
-        sa, sb = topology.get(a), topology.get(b)
-        if sa and sb and sa != sb and a not in named and b not in named:
-            if sb not in bad_sw:
-                leaving[sa].append(v)
-            if sa not in bad_sw:
-                leaving[sb].append(v)
-    out = []
-    judged = {s: median(v) for s, v in leaving.items() if len(v) >= 3}
-    sw_devs = (deviations(judged, spec, settings) if len(judged) >= 3 else {})
-    for sw, nodes in sorted(members.items()):
-        n_named = sum(1 for n in nodes if n in named)
-        d = sw_devs.get(sw)
-        mostly = len(nodes) >= 2 and n_named >= 2 and n_named >= math.ceil(len(nodes) / 2)
-        if (d is not None and d.low) or mostly:
-            why = []
-            if d is not None and d.low:
-                why.append(f"pairs leaving {sw}: median {_fmt(d.value)} {spec.unit}, "
-                           f"{abs(d.worse_by) * 100:.0f} % below other switches' "
-                           f"({_fmt(d.center)} {spec.unit})")
-            why.append(f"{n_named} of its {len(nodes)} nodes low on their own")
-            out.append(Culprit("switch", sw, spec.name, f"switch {sw}: " + "; ".join(why),
-                               sorted(nodes)))
-    return out
+    def judge(self, named: np.ndarray, spec: FigureSpec, settings: JudgeSettings,
+              bad_sw: np.ndarray) -> list[Culprit]:
+        if len(self.members) < 2:
+            return []
+        # pairs that leave each switch (between unnamed nodes), judged against the
+        # other switches' leaving pairs; a pair into a switch already named says
+        # nothing about the switch at its other end
+        ok = self.leave & ~named[self.a_idx] & ~named[self.b_idx]
+        to_a = ok & ~bad_sw[self.sb]
+        to_b = ok & ~bad_sw[self.sa]
+        group = np.concatenate([self.sa[to_a], self.sb[to_b]])
+        vals = np.concatenate([self.v_arr[to_a], self.v_arr[to_b]])
+        n_sw = len(self.sw_names)
+        med = _group_median(group, vals, n_sw)
+        count = np.bincount(group, minlength=n_sw)
+        judged = {self.sw_names[s]: float(med[s]) for s in np.flatnonzero(count >= 3)}
+        sw_devs = (deviations(judged, spec, settings) if len(judged) >= 3 else {})
+        out = []
+        for sw, idx in sorted(self.members.items()):
+            n_named = int(named[idx].sum())
+            d = sw_devs.get(sw)
+            mostly = len(idx) >= 2 and n_named >= 2 and n_named >= math.ceil(len(idx) / 2)
+            if (d is not None and d.low) or mostly:
+                why = []
+                if d is not None and d.low:
+                    why.append(f"pairs leaving {sw}: median {_fmt(d.value)} {spec.unit}, "
+                               f"{abs(d.worse_by) * 100:.0f} % below other switches' "
+                               f"({_fmt(d.center)} {spec.unit})")
+                why.append(f"{n_named} of its {len(idx)} nodes low on their own")
+                out.append(Culprit("switch", sw, spec.name, f"switch {sw}: " + "; ".join(why),
+                                   sorted(self.names[i] for i in idx)))
+        return out
 
 
 def judge_audit(findings: Mapping[str, Sequence[Mapping[str, object]]],

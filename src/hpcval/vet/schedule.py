@@ -15,6 +15,7 @@ pairs of suspect nodes with fresh healthy peers, into as few rounds as it can.
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Iterable, Sequence
 
 Pair = tuple[str, str]
@@ -25,25 +26,29 @@ def pair(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def tournament(nodes: Sequence[str]) -> list[list[Pair]]:
-    """All pairs of ``nodes`` in rounds of disjoint pairs (circle method)."""
+def tournament(nodes: Sequence[str], rounds: int | None = None) -> list[list[Pair]]:
+    """All pairs of ``nodes`` in rounds of disjoint pairs (circle method); with
+    ``rounds``, only the first that many (round r is built directly, so the
+    first 7 rounds of 16,384 nodes cost 7 rounds, not the whole tournament)."""
     players: list[str | None] = list(nodes)
     if len(players) < 2:
         return []
     if len(players) % 2:
         players.append(None)  # a bye: whoever meets it sits the round out
     n = len(players)
-    rounds = []
-    for _ in range(n - 1):
+    first, rest = players[0], players[1:]
+    out = []
+    for r in range(n - 1 if rounds is None else min(rounds, n - 1)):
+        # the first player fixed, the others rotated by r (one step per round)
+        shift = r % (n - 1)
+        order = [first, *rest[len(rest) - shift:], *rest[:len(rest) - shift]]
         rnd = []
         for i in range(n // 2):
-            a, b = players[i], players[n - 1 - i]
+            a, b = order[i], order[n - 1 - i]
             if a is not None and b is not None:
                 rnd.append(pair(a, b))
-        rounds.append(rnd)
-        # keep the first player fixed, rotate the others by one
-        players = [players[0], players[-1], *players[1:-1]]
-    return rounds
+        out.append(rnd)
+    return out
 
 
 def plan(nodes: Sequence[str], max_rounds: int | None = None) -> list[list[Pair]]:
@@ -55,8 +60,7 @@ def plan(nodes: Sequence[str], max_rounds: int | None = None) -> list[list[Pair]
     with nodes listed by switch that would pair a node mostly with one switch.
     """
     order = sorted(nodes, key=lambda n: hashlib.sha256(n.encode()).hexdigest())
-    rounds = tournament(order)
-    return rounds if max_rounds is None else rounds[:max_rounds]
+    return tournament(order, max_rounds)
 
 
 def pack(pairs: Iterable[Pair]) -> list[list[Pair]]:
@@ -99,8 +103,9 @@ def follow_up(suspect_pairs: Iterable[Pair], suspect_nodes: Iterable[str],
     for end in ends:
         fresh = [h for h in healthy if h != end and pair(end, h) not in measured
                  and pair(end, h) not in seen]
-        fresh.sort(key=lambda h: load[h])  # spread the extra work over the healthy nodes
-        for h in fresh[:per_node]:
+        # spread the extra work over the healthy nodes (the least loaded first;
+        # nsmallest is sorted(...)[:per_node], without sorting all of them)
+        for h in heapq.nsmallest(per_node, fresh, key=lambda h: load[h]):
             load[h] += 1
             add(pair(end, h))
     return pack(wanted)[:max_rounds]

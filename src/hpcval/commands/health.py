@@ -1,0 +1,68 @@
+"""``hpcval health``: the per-node gate for Slurm's HealthCheckProgram."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+
+from hpcval.errors import HpcvalError, InputError
+from hpcval.runid import new_run_id
+from hpcval.vet import sitecfg
+from hpcval.vet import slurm as vslurm
+from hpcval.vet.health import judge_health, measure_here, store
+from hpcval.vet.judge import JudgeSettings
+from hpcval.vet.run import stored_results
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "health", help="gate this node for Slurm's HealthCheckProgram: one line, exit 1 and "
+        "drain when it is off",
+        description="Measure the node this runs on (tuning audit, CPU frequency, triad, "
+        "shared-memory PingPong; no Slurm job) within --budget seconds, judge it against "
+        "its partition in the last full 'hpcval vet' (var/<site>/vet/*/vet.json) and against "
+        "its own accepted history there; print one line. Exit 0: ok; 1: off (drained with "
+        "the evidence as the reason with --drain); 2: no full vetting to judge against, or "
+        "wrong input; 3: a measurement failed or ran out of time (not drained).")
+    p.add_argument("--site", required=True, help="site name (site-configs/<site>/)")
+    p.add_argument("--partition", help="Slurm (or ReFrame) partition; default: the site's "
+                   "first Slurm partition")
+    p.add_argument("--node", help="this node's Slurm name (default: $SLURMD_NODENAME, which "
+                   "slurmd sets for its HealthCheckProgram, else the host name)")
+    p.add_argument("--drain", action="store_true", help="drain the node when it is off, with "
+                   "a reason naming hpcval and the evidence")
+    p.add_argument("--environ", default="impi", help="the site's MPI environment (default impi)")
+    p.add_argument("--samples", type=int, default=5, help="samples per figure (default 5)")
+    p.add_argument("--budget", type=float, default=50.0,
+                   help="seconds for all measurements (default 50: slurmd kills its "
+                   "HealthCheckProgram at 60 s)")
+    p.set_defaults(func=_health)
+
+
+def _health(args: argparse.Namespace) -> int:
+    if args.samples < 3:
+        raise InputError("--samples: at least 3; exit 2")
+    t0 = time.monotonic()
+    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    site = sitecfg.load(args.site, args.partition, args.environ)
+    settings = JudgeSettings()
+    results = stored_results(site)
+    try:
+        # judged first against what is stored: a missing vetting is said before measuring
+        judge_health(node, {}, [], results, settings)
+        figures, audit = measure_here(site, args.samples, args.budget)
+    except HpcvalError as err:
+        print(f"health {node}: not judged: {err}")
+        return err.exit_code
+    verdict = judge_health(node, figures, audit, results, settings)
+    seconds = time.monotonic() - t0
+    line = verdict.line(seconds)
+    store(site, new_run_id(), verdict, seconds, figures)
+    print(line, flush=True)
+    if verdict.ok:
+        return 0
+    if args.drain:
+        vslurm.drain(node, "hpcval health: " + "; ".join(verdict.evidence))
+    return 1
