@@ -269,3 +269,26 @@ def test_parts_select_what_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert steps["record"]["reason"] == "not asked for (--parts)"
     assert steps["pingpong_contended"]["reason"] == "--dry: not run"
     assert acceptance.main(["run", "--dry", "--parts", "verdicts", "--out", str(out)]) == 2
+
+
+def test_recorded_verdict_experiment(tmp_path: Path) -> None:
+    """``verdict-2core/``: the verdict experiment run to its end on the 2-core VM
+    (``--parts verdict``): the contended run's row shows each stored verdict with
+    the change ``Change.from_detail`` makes of it, beside the band result."""
+    from hpcval.judging.change import Change
+
+    folder = tmp_path / "verdict"
+    shutil.copytree(DATA / "acceptance" / "verdict-2core", folder)
+    res = summary.Results.load(folder)
+    run = res.run_id("pingpong_contended")
+    assert run is not None
+    stored = {v[1]: v for v in res.verdicts[run]["verdicts"]}
+    rows = _rows(summary.write(folder).read_text())
+    assert rows["5 clean IMB PingPong runs"][3] == "ok"
+    row = rows["PingPong beside 4 busy loops (2 per core): what is called"]
+    _key, _var, outcome, detail = stored["lat_0B"]
+    assert f"lat_0B {outcome} {Change.from_detail(detail).text()} (" in row[2]
+    case = next(c for c in res.reports[run].cases if c.check == "imb_pingpong_check")
+    band = next(p.result for p in case.perf if p.variable == "lat_0B")
+    assert f"band {band})" in row[2] and row[3] == "ok"
+    assert rows["stencil / triad fraction, all cores"][3] == "not run: not asked for (--parts)"
