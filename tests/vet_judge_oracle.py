@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from hpcval.figures import check_direction, unit_direction, worse_change
+from hpcval.core.figures import check_direction, unit_direction, worse_change
 from hpcval.vet.schedule import Pair
 
 

@@ -275,7 +275,7 @@ def test_recorded_verdict_experiment(tmp_path: Path) -> None:
     """``verdict-2core/``: the verdict experiment run to its end on the 2-core VM
     (``--parts verdict``): the contended run's row shows each stored verdict with
     the change ``Change.from_detail`` makes of it, beside the band result."""
-    from hpcval.judging.change import Change
+    from hpcval.history.judging.change import Change
 
     folder = tmp_path / "verdict"
     shutil.copytree(DATA / "acceptance" / "verdict-2core", folder)

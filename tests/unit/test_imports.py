@@ -35,9 +35,9 @@ FLOORS = {
     "hpcval.site": 2,             # a site's files, references, check discovery
     "hpcval.history": 3,          # stored runs, the store, contracts, comparisons
     "hpcval.rfm": 3,              # what checks import
-    "hpcval.vet": 3,
     "hpcval.reporting": 4,        # what a person reads
     "hpcval.run": 5,              # one validation run: runs ReFrame, stores, judges, reports
+    "hpcval.vet": 5,              # vetting a partition: measures, judges, draws its report
     "hpcval.commands": 6,
     "hpcval.cli": 6,
     "hpcval": 6,

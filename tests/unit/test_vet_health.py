@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hpcval.errors import InputError
+from hpcval.core.errors import InputError
 from hpcval.vet.health import judge_health
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.run import judge_recorded

@@ -7,8 +7,8 @@ import os
 import socket
 import time
 
-from hpcval.errors import HpcvalError, InputError
-from hpcval.runid import new_run_id
+from hpcval.core.errors import HpcvalError, InputError
+from hpcval.core.runid import new_run_id
 from hpcval.vet import sitecfg
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.health import judge_health, measure_here, store

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval.errors import EnvironmentFault, InputError, ParseError
+from hpcval.core.errors import EnvironmentFault, InputError, ParseError
 from hpcval.parsers.cfdio import parse_cfdio
 from hpcval.vet import measure
 from hpcval.vet.judge import FIGURES, JudgeSettings, _fmt, robust_center_scale

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from hpcval.figures import check_direction, unit_direction, worse_change
+from hpcval.core.figures import check_direction, unit_direction, worse_change
 from hpcval.vet.schedule import Pair
 
 

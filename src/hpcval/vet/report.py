@@ -93,7 +93,7 @@ def html_page(result: Mapping[str, Any]) -> str:
     partition as one distribution (histogram) with the culprits marked, the
     pairs' distribution, a per-switch view where Slurm's topology is known, and
     every node's figures one click away (parsed only when opened)."""
-    from hpcval.report import PAGE_CSS, PAGE_JS  # the validation report's style
+    from hpcval.reporting.htmlreport import PAGE_CSS, PAGE_JS  # the validation report's style
 
     esc = html.escape
     verdict = result["verdict"]
