@@ -64,3 +64,18 @@ def test_inconclusive_figures_are_one_line_per_check_with_one_action() -> None:
     line = verdict_text([(CASE, "bw_1MiB", "inconclusive", far)]).splitlines()[0]
     assert line.endswith("raise the threshold to 33.4 % in judging.yaml (what one run "
                          "resolves at this noise)")
+
+
+def test_inconclusive_never_advises_a_threshold_beyond_50_per_cent() -> None:
+    """A two-moded latency (run medians a factor ~11 apart) needs 14,800 % to be
+    resolved by one run: the line names what a person can do instead."""
+    wide = _detail(change=2.16, spread=2.4, needed={"runs": 40, "samples": None,
+                                                    "threshold": 148.0})
+    line = verdict_text([(CASE, "lat_0B", "inconclusive", wide)]).splitlines()[0]
+    assert "threshold to" not in line and "14,800" not in line
+    assert "statistic: fast" in line and "families:" in line and "240 % run to run" in line
+    # more samples per run, where the run-to-run spread leaves room for them
+    more = _detail(change=-0.3, needed={"runs": 37, "samples": 40, "threshold": 0.9})
+    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", more)]).splitlines()[0]
+    assert line.endswith("40 samples per run resolve it (the check's sample count; "
+                         "the run-to-run spread allows it)")

@@ -9,6 +9,7 @@ from statistics import median
 
 from hpcval.core.errors import InputError
 from hpcval.core.fileio import atomic_write
+from hpcval.history.judging.change import Change
 from hpcval.history.store import Store, verdicts_path
 from hpcval.site import Site
 
@@ -92,7 +93,10 @@ def _run(args: argparse.Namespace) -> int:
         for p in series:
             spread = (max(p.samples) - min(p.samples)) / median(p.samples) * 100 \
                 if p.samples and median(p.samples) else 0.0
-            verdict = verdicts[p.run_id].get(key, ("-", {}))[0]
+            verdict, detail = verdicts[p.run_id].get(key, ("-", {}))
+            change = Change.from_detail(detail)
+            if change is not None:
+                verdict += f" {change.text()}"
             value = f"{p.value:.4g}" if p.value is not None else "-"
             print(f"  {p.run_id:26}  {_when(p.started):16}  {value:>10}"
                   f"  n={len(p.samples):<3} spread {spread:5.1f} %  band {p.band_result or '-':4}"

@@ -13,7 +13,6 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
-import math
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import IO, Any
 
 from hpcval.core.errors import HpcvalError, StoreError
 from hpcval.core.fileio import atomic_write
+from hpcval.history.judging.change import Change, sig3
 from hpcval.history.store import HistoryPoint, Store, records_from_report, verdicts_path
 from hpcval.reporting.report import RunReport
 from hpcval.run import procs
@@ -277,30 +277,6 @@ def _pct(v: Any) -> str:
     return f"{100 * v:+.1f} %" if isinstance(v, int | float) else "-"
 
 
-def sig3(v: Any) -> str:
-    """A number to 3 significant digits with thousands separators (18,700; 1.41)."""
-    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
-        return "-"
-    if v == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(v)))
-    decimals = max(0, 2 - mag)
-    rounded = round(v, 2 - mag)
-    if rounded != 0 and math.floor(math.log10(abs(rounded))) > mag:  # 9.996 -> 10.0
-        decimals = max(0, decimals - 1)
-    return f"{rounded:,.{decimals}f}"
-
-
-def _signed(v: float) -> str:
-    """A relative change as a signed percentage, 3 significant digits (-24.6)."""
-    return ("+" if v >= 0 else "-") + sig3(abs(100 * v))
-
-
-def _level(v: Any) -> str:
-    text = sig3(100 * v) if isinstance(v, int | float) else "-"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
 def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> str:
     """One line a person reads: what changed, by how much, how sure, which family."""
     unit = d.get("unit", "")
@@ -310,12 +286,9 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
         disp = d["dispersion"]
         text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
                  f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
-    if isinstance(d.get("change"), int | float):
-        text += f", {_signed(d['change'])} %"
-        if isinstance(d.get("ci_low"), int | float) and isinstance(d.get("ci_high"), int | float):
-            text += f" [{_signed(d['ci_low'])} .. {_signed(d['ci_high'])}]"
-            if isinstance(d.get("ci_level"), int | float):
-                text += f" ({_level(d['ci_level'])} %)"
+    change = Change.from_detail(d)
+    if change is not None:
+        text += f", {change.text()}"
     if d.get("family"):
         text += f", family {d['family']}"
     p = d.get("p_adjusted", d.get("p_value"))
@@ -328,24 +301,43 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     return text
 
 
+#: The largest threshold an inconclusive line suggests: beyond it the run-to-run
+#: spread is no noise around one level but runs jumping between levels (modes),
+#: and a threshold that wide would hide every real fault.
+SANE_THRESHOLD = 0.5
+
+
 def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -> str:
-    """One line per check with inconclusive figures, with the one action that
-    resolves them: a few more runs (the sustained rule judges them together) when
-    that is at most 5, else the threshold one run can resolve at this noise."""
+    """One line per check with inconclusive figures, with one action a person
+    can take: a few more runs (the sustained rule judges them together) when
+    that is at most 5; more samples per run when they resolve it; a threshold
+    one run resolves when it is a sane one (at most 50 %); else the figure's
+    runs jump between levels: judge its fast mode (``statistic: fast`` in
+    judging.yaml) or put it in a family with the figures that share its cause.
+    The run is held out of the baselines until a person accepts it."""
     names = ", ".join(v for v, _ in items)
     worse = [abs(d["change"]) for _, d in items if isinstance(d.get("change"), int | float)]
     span = (f"{sig3(100 * min(worse))}-{sig3(100 * max(worse))} %" if len(worse) > 1
             else f"{sig3(100 * worse[0])} %" if worse else "beyond the threshold")
     needed = [d.get("needed") or {} for _, d in items]
     runs = [n.get("runs") for n in needed]
+    samples = [n.get("samples") for n in needed]
+    thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
     if runs and all(isinstance(r, int) for r in runs) and max(runs) <= 5:
         action = (f"{max(runs)} more runs at this level resolve it (the sustained rule "
                   "judges them together)")
-    else:
-        thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
+    elif samples and all(isinstance(n, int) for n in samples) and max(samples) <= 1000:
+        action = (f"{max(samples)} samples per run resolve it (the check's sample count; "
+                  "the run-to-run spread allows it)")
+    elif thr and max(thr) <= SANE_THRESHOLD:
         action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
-                  "run resolves at this noise)" if thr
-                  else "raise the threshold in judging.yaml")
+                  "run resolves at this noise)")
+    else:
+        spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
+        wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
+        action = (f"its runs jump between levels{wide}: judge the fast mode "
+                  "(figures: {'<glob>': {statistic: fast}} in judging.yaml) or group it "
+                  "with the figures that share its cause (families: in judging.yaml)")
     count = f"{len(items)} figure{'s' if len(items) > 1 else ''}"
     return (f"INCONCLUSIVE {case_key}: {count} ({names}) worse by {span} within the noise; "
             f"{action}")
