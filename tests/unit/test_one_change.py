@@ -45,12 +45,12 @@ def _validate(hist, run_id, key, capsys) -> str:
 
 
 def _report(hist, run_id, key, capsys) -> str:
-    main(["report", "--site", "demo"])
+    main(["report", "--site", "demo", str(hist.site.report_path(run_id))])
     return capsys.readouterr().out
 
 
 def _report_html(hist, run_id, key, capsys) -> str:
-    main(["report", "--site", "demo"])
+    main(["report", "--site", "demo", str(hist.site.report_path(run_id))])
     capsys.readouterr()
     page = (hist.site.html_dir / "latest.html").read_text()
     row = next(r for r in re.findall(r"<details class='fig'.*?</summary>", page, re.S)
@@ -72,7 +72,7 @@ def _trend(hist, run_id, key, capsys) -> str:
 
 
 def _export(hist, run_id, key, capsys) -> str:
-    main(["export", "--site", "demo"])
+    main(["export", "--site", "demo", "--run", run_id])
     text = capsys.readouterr().out
     got: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):

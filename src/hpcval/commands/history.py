@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "accepted into baselines). With them: every stored value of the matching figures, "
         "run by run, with the number of samples, spread and verdict. --accept/--reject mark "
         "a run as (not) part of future baselines, e.g. to accept a machine's new level after "
-        "a planned change.")
+        "a planned change, or a run held out of baselines (a figure moved by the "
+        "judging.yaml hold_factor, or inconclusive).")
     p.add_argument("--site", default="local")
     p.add_argument("--check", help="a check name (e.g. imb_pingpong_check)")
     p.add_argument("--figure", help="a performance variable (e.g. bw_1MiB)")
@@ -43,15 +44,32 @@ def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
         raise InputError(f"run {run_id}: interrupted before it finished; an interrupted run "
                          "never counts in baselines (run the validation again)")
     store.set_accepted(run_id, accepted)
+    hold = store.holds().get(run_id)
+    if hold is not None:  # a person decided: held runs wait for this
+        hold = {**hold, "state": "accepted" if accepted else "rejected"}
+        store.set_hold(run_id, hold)
     path = verdicts_path(site.report_path(run_id))
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
     data["accepted"] = accepted
+    if hold is not None:
+        data["held"] = hold
     atomic_write(path, json.dumps(data, indent=1, default=str), "recording the acceptance")
-    print(f"run {run_id}: {'accepted into' if accepted else 'left out of'} baselines")
+    print(f"run {run_id}: {'accepted into' if accepted else 'left out of'} baselines"
+          + (" (it was held: a new level starts here)" if hold is not None and accepted
+             else ""))
     return 0
+
+
+def _accepted(run: dict, hold: dict | None) -> str:
+    """The history list's last column: yes, no, held (waiting for a person)."""
+    if hold is not None and hold.get("state") == "held":
+        return "held: " + "; ".join(hold.get("reasons", []))
+    if hold is not None and hold.get("state") == "outlier":
+        return f"no (held; run {hold.get('confirmed_by')} is at the old level)"
+    return "yes" if run["accepted"] else "no"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -67,12 +85,14 @@ def _run(args: argparse.Namespace) -> int:
     if not args.check and not args.figure:
         runs = store.runs()[-args.last:]
         if args.json:
-            print(json.dumps(runs, indent=1))
+            holds = store.holds()
+            print(json.dumps([{**r, "held": holds.get(r["run_id"])} for r in runs], indent=1))
             return 0
         print(f"{'run':26}  {'started':16}  {'result':11}  accepted")
+        holds = store.holds()
         for r in runs:
             print(f"{r['run_id']:26}  {_when(r['started']):16}  {r['result']:11}  "
-                  f"{'yes' if r['accepted'] else 'no'}")
+                  f"{_accepted(r, holds.get(r['run_id']))}")
         print(f"{len(runs)} run(s) in {site.history_db}")
         return 0
     points = store.history(check=args.check, variable=args.figure)

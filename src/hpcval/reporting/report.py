@@ -300,7 +300,10 @@ def evidence(row: Row) -> str:
     sustained = d.get("sustained")
     if isinstance(sustained, dict):
         runs = sustained.get("runs_after", sustained.get("runs"))
-        text += f", sustained over the last {runs} runs" if runs else ", sustained"
+        if sustained.get("since"):
+            text += f", sustained since {sustained['since']} ({runs} runs)"
+        else:
+            text += f", sustained over the last {runs} runs" if runs else ", sustained"
     return text
 
 

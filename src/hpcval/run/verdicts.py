@@ -13,6 +13,7 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
+import math
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,13 +65,16 @@ def _verdicts_file(site: Site, run_id: str) -> Path:
     return verdicts_path(site.report_path(run_id))
 
 
-def window(points: list[HistoryPoint], n: int) -> tuple[list[list[float]], list[int]]:
+def window(points: list[HistoryPoint], n: int, level_runs: frozenset[str] = frozenset()
+           ) -> tuple[list[list[float]], list[int]]:
     """Samples of the last ``n`` accepted runs of one figure (oldest first: the
     spread's window, the level from its last K) and the indexes where a new level
-    begins: a run judged ``regressed`` that a person accepted (``hpcval history
-    --accept``) starts one; the spread is pooled within levels."""
+    begins: a run judged ``regressed``, or held (``level_runs``), that a person
+    accepted (``hpcval history --accept``) starts one; the spread is pooled
+    within levels."""
     accepted = [p for p in points if p.accepted and p.measured and p.samples][-n:]
-    starts = [i for i, p in enumerate(accepted) if i > 0 and p.run_result == "regressed"]
+    starts = [i for i, p in enumerate(accepted)
+              if i > 0 and (p.run_result == "regressed" or p.run_id in level_runs)]
     return [p.samples for p in accepted], starts
 
 
@@ -100,21 +104,30 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
     return d
 
 
-def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
-    """Run medians of a figure's accepted history since the last accepted
-    regression, oldest first, this run last (what the sustained rule was
-    measured on: docs/judging.md)."""
+def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
+             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset()
+             ) -> tuple[list[float], list[str]]:
+    """Run medians of a figure since its last accepted level, oldest first, this
+    run last, with their run ids (what the sustained rule reads: docs/judging.md).
+    Every measured run counts, the ones called ``regressed``, ``unstable`` or
+    held and not yet decided (``pending``) included (a sustained cut is called
+    run after run and must still add up); runs a person left out, held runs
+    the old level came back after, and interrupted runs do not."""
     from statistics import median
 
-    kept = [p for p in points if p.accepted and p.measured and p.samples]
-    # a run judged `regressed` that a person then accepted (`hpcval history
-    # --accept`) is the first run of a new level: the step before it is
+    kept = [p for p in points if p.measured and p.samples
+            and (p.accepted or p.run_result in ("regressed", "unstable")
+                 or p.run_id in pending)]
+    # a run judged `regressed` (or held) that a person then accepted (`hpcval
+    # history --accept`) is the first run of a new level: the step before it is
     # acknowledged, so the rule looks only at the runs from there on
     for i in range(len(kept) - 1, -1, -1):
-        if kept[i].run_result == "regressed":
+        if kept[i].accepted and (kept[i].run_result == "regressed"
+                                 or kept[i].run_id in level_runs):
             kept = kept[i:]
             break
-    return [median(p.samples) for p in kept] + [median(current)]
+    return ([median(p.samples) for p in kept] + [median(current)],
+            [p.run_id for p in kept] + [run_id])
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False
@@ -137,6 +150,9 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
 
     try:
         settings = site.load_judging()
+        holds = store.holds()
+        level_runs = frozenset(r for r, h in holds.items() if h.get("state") == "accepted")
+        pending = frozenset(r for r, h in holds.items() if h.get("state") == "held")
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)
@@ -149,30 +165,32 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                 name = figure_name(case.key, fig.variable)
                 fs = settings.for_figure(name)
                 hist = histories.get((case.key, fig.variable), [])
-                runs, starts = window(hist, max(fs.spread_runs, fs.k))
+                runs, starts = window(hist, max(fs.spread_runs, fs.k), level_runs)
                 figures[name] = judging.FigureData(runs, fig.samples, fig.better, fig.unit,
                                                    starts)
                 where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
         results = judging.judge_run(figures, settings)
         # a worse level held over the last runs: Page's CUSUM on each family's
         # self-started scores (docs/judging.md)
-        sustained = _sustained(judging, figures, where, settings)
+        sustained = _sustained(judging, figures, where, settings, run_id, level_runs,
+                               pending)
     except StoreError as err:
         judged.store_error = err
         return judged
     for name, verdict in results.items():
         case_key, variable, unit, hist, current, better = where[name]
         outcome, detail = verdict.outcome, _as_dict(verdict, unit)
-        if outcome not in ("regressed", "no-baseline"):
-            cp = sustained.get(name)
-            if cp is not None:
+        cp = sustained.get(name)
+        if cp is not None and outcome != "no-baseline":
+            # the figure has stayed beyond its old level since run cp["since"]
+            detail["sustained"] = cp
+            if outcome != "regressed":
                 outcome = "regressed"
                 detail["note"] = (f"sustained: the level moved from {cp['before']:.4g} to "
                                   f"{cp['after']:.4g} {unit} ({100 * cp['change']:+.1f} %) "
                                   f"over the last {cp['runs_after']} runs (CUSUM "
                                   f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
                                   f"{cp['p']:.2g})")
-                detail["sustained"] = cp
         judged.verdicts.append((case_key, variable, outcome, detail))
     failing = FAILING if settings.unstable_fails else {"regressed"}
     judged.regressed = any(o in failing for _, _, o, _ in judged.verdicts)
@@ -180,27 +198,109 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     if judged.regressed:
         result = ("regressed" if any(o == "regressed" for _, _, o, _ in judged.verdicts)
                   else "unstable")
+    reasons = [] if judged.regressed or not run.accepted else hold_reasons(judged.verdicts,
+                                                                           settings)
+    hold = ({"state": "held", "reasons": [r for r, _ in reasons],
+             "figures": [list(f) for _, f in reasons]} if reasons else None)
+    accepted = run.accepted and not judged.regressed and hold is None
+    released: list[str] = []
     try:
-        store.set_verdicts(run_id, judged.verdicts, result,
-                           accepted=run.accepted and not judged.regressed)
-        atomic_write(_verdicts_file(site, run_id),
-                     json.dumps({"result": result,
-                                 "accepted": run.accepted and not judged.regressed,
-                                 "verdicts": judged.verdicts}, indent=1, default=str),
+        store.set_verdicts(run_id, judged.verdicts, result, accepted=accepted)
+        saved: dict[str, Any] = {"result": result, "accepted": accepted,
+                                 "verdicts": judged.verdicts}
+        if hold is not None:
+            store.set_hold(run_id, hold)
+            saved["held"] = hold
+        atomic_write(_verdicts_file(site, run_id), json.dumps(saved, indent=1, default=str),
                      "writing the run's verdicts")
+        if hold is None:
+            released = _release_holds(site, store, holds, run_id, judged.verdicts)
     except HpcvalError as err:
         judged.store_error = err
-    judged.text = verdict_text(judged.verdicts) + _unmatched_text(site, settings, where)
+    judged.text = (verdict_text(judged.verdicts) + _held_text(site, run_id, hold)
+                   + "".join(f"run {r}: stays out of baselines: this run is at the old level "
+                             "of the figures it was held for\n" for r in released)
+                   + _unmatched_text(site, settings, where))
     # the HTML report draws every figure's row and history from the store
     # (hpcval.reporting.report.RunHistory): no section of its own here
     return judged
 
 
+def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings: Any
+                 ) -> list[tuple[str, tuple[str, str]]]:
+    """Why a run that regressed nothing is still not accepted automatically:
+    a figure ``inconclusive`` (worse beyond the threshold, within the noise: the
+    noise may be a fault), or one that moved by the site's ``hold_factor``
+    (2x by default) either way. Returns ``(reason, (case key, variable))``."""
+    out = []
+    for case_key, variable, outcome, d in verdicts:
+        fs = settings.for_figure(figure_name(case_key, variable))
+        change = Change.from_detail(d)
+        if outcome == "inconclusive":
+            out.append((f"{variable} inconclusive at {change.text() if change else '-'}",
+                        (case_key, variable)))
+            continue
+        if outcome in ("no-baseline", "regressed", "unstable") or change is None:
+            continue
+        ratio = 1 + change.change
+        if fs.hold_factor > 1 and ratio > 0 and abs(math.log(ratio)) >= math.log(fs.hold_factor):
+            out.append((f"{variable} moved {sig3(ratio)}x (hold_factor {fs.hold_factor:g})",
+                        (case_key, variable)))
+    return out
+
+
+def _held_text(site: Site, run_id: str, hold: dict[str, Any] | None) -> str:
+    if hold is None:
+        return ""
+    return (f"HELD run {run_id}: not accepted into baselines ({'; '.join(hold['reasons'])}); "
+            f"`hpcval history --site {site.name} --accept {run_id}` accepts it as the new "
+            "level, a run at the old level leaves it out\n")
+
+
+def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]],
+                   run_id: str, verdicts: list[tuple[str, str, str, dict[str, Any]]]
+                   ) -> list[str]:
+    """Held runs this run decides: each held figure of theirs judged ``pass`` here
+    (against the baselines they are not in) is the old level confirmed; the held
+    run stays out of baselines for good (state ``outlier``)."""
+    now = {(k, v): o for k, v, o, _ in verdicts}
+    released = []
+    for held_id, hold in holds.items():
+        figs = [tuple(f) for f in hold.get("figures", []) if isinstance(f, list) and len(f) == 2]
+        if hold.get("state") != "held" or held_id == run_id or not figs:
+            continue
+        if all(now.get(f) == "pass" for f in figs):
+            new = {**hold, "state": "outlier", "confirmed_by": run_id}
+            store.set_hold(held_id, new)
+            _update_saved(site, held_id, held=new)
+            released.append(held_id)
+    return released
+
+
+def _update_saved(site: Site, run_id: str, **values: Any) -> None:
+    """Change keys of a run's verdicts file (what ``store rebuild`` reads)."""
+    path = _verdicts_file(site, run_id)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data.update(values)
+    atomic_write(path, json.dumps(data, indent=1, default=str), "recording the hold")
+
+
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
-               settings: Any) -> dict[str, dict[str, Any]]:
-    """Figures of the families whose CUSUM is beyond its limit at this run."""
-    medians = {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}
-    return judging.sustained_families(judging.families(figures, settings), medians, settings)
+               settings: Any, run_id: str, level_runs: frozenset[str],
+               pending: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """Figures of the families whose CUSUM is beyond its limit at this run, with
+    the run since which they stayed beyond their old level (``since``)."""
+    series = {name: _medians(w[3], w[4], run_id, level_runs, pending)
+              for name, w in where.items()}
+    medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
+    found = judging.sustained_families(judging.families(figures, settings), medians, settings)
+    for name, cp in found.items():
+        ids = series[name][1]
+        cp["since"] = ids[max(len(ids) - int(cp["runs_after"]), 0)]
+    return found
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
@@ -296,9 +396,23 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
     if isinstance(p, int | float):
         text += f", p={p:.2g}"
-    if d.get("sustained"):
-        text += f"; {d.get('note', '')}"
+    sus = d.get("sustained")
+    if isinstance(sus, dict):
+        text += f"; {sustained_text(sus)}"
     return text
+
+
+def sustained_text(sus: dict[str, Any]) -> str:
+    """``sustained since <run> (4 runs, CUSUM 6.2 > 5)``: the figure has stayed
+    beyond its old level since that run (called runs included)."""
+    runs = sus.get("runs_after")
+    cusum, limit = sus.get("cusum"), sus.get("limit")
+    extra = f"{runs} runs" if isinstance(runs, int) else ""
+    if isinstance(cusum, int | float) and isinstance(limit, int | float):
+        extra += f"{', ' if extra else ''}CUSUM {cusum:.1f} > {limit:g}"
+    since = sus.get("since")
+    head = f"sustained since {since}" if since else "sustained"
+    return f"{head} ({extra})" if extra else head
 
 
 #: The largest threshold an inconclusive line suggests: beyond it the run-to-run

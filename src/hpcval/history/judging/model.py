@@ -284,16 +284,20 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
     starts = [s - cut for s in starts if s - cut > 0]
     if len(runs) < fs.k:
         return None
-    level_runs = runs[-fs.k:]
+    # the level: the last k runs, from the newest level a person accepted on
+    # (a held or regressed run accepted as the new level is not averaged with
+    # the old level's runs; its interval is wider while it has fewer than k)
+    first = max([len(runs) - fs.k, *starts])
+    level_runs = runs[first:]
     positive = bool(np.all(cur > 0) and all(np.all(r > 0) for r in runs))
     scale = "log" if positive else "linear"
     tr = np.log if positive else (lambda a: a)
     medians = np.array([float(np.median(tr(r))) for r in runs])
-    level_medians = medians[-fs.k:]
+    level_medians = medians[first:]
     base = float(np.mean(level_medians))
     spread, df, used = pooled_spread(medians, starts)
     if math.isnan(spread):  # every level has one run: fall back to the last k runs
-        spread, df, used = float(np.std(level_medians, ddof=1)), fs.k - 1, fs.k
+        spread, df, used = float(np.std(medians[-fs.k:], ddof=1)), fs.k - 1, fs.k
     spread2 = spread * spread
     if not positive:  # the floor is relative: on a linear scale relative to the level
         floor = (fs.min_spread * abs(base)) ** 2
