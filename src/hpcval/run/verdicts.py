@@ -13,7 +13,6 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
-import math
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import IO, Any
 
 from hpcval.core.errors import HpcvalError, StoreError
 from hpcval.core.fileio import atomic_write
+from hpcval.history.judging import modes
 from hpcval.history.judging.change import Change, sig3
 from hpcval.history.store import HistoryPoint, Store, records_from_report, verdicts_path
 from hpcval.reporting.report import RunReport
@@ -97,7 +97,7 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
                                     "ci_low", "ci_high", "p_value", "p_adjusted", "note",
                                     "threshold", "baseline_runs", "samples", "family",
                                     "spread", "spread_runs", "level_runs", "dispersion",
-                                    "ci_level")}
+                                    "ci_level", "statistic", "slow_share")}
     d["unit"] = unit
     if v.needed is not None:
         d["needed"] = v.needed._asdict()
@@ -228,24 +228,22 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
 
 def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings: Any
                  ) -> list[tuple[str, tuple[str, str]]]:
-    """Why a run that regressed nothing is still not accepted automatically:
-    a figure ``inconclusive`` (worse beyond the threshold, within the noise: the
-    noise may be a fault), or one that moved by the site's ``hold_factor``
-    (2x by default) either way. Returns ``(reason, (case key, variable))``."""
+    """Why a run that regressed nothing is still not accepted automatically
+    (:func:`hpcval.history.judging.modes.hold_reason`): a figure that moved by
+    the site's ``hold_factor`` (2x by default) either way, or one inconclusive
+    where one run cannot resolve even 50 %. Returns ``(reason, (case key,
+    variable))``."""
+    from hpcval.history.judging.modes import hold_reason
+
     out = []
     for case_key, variable, outcome, d in verdicts:
         fs = settings.for_figure(figure_name(case_key, variable))
         change = Change.from_detail(d)
-        if outcome == "inconclusive":
-            out.append((f"{variable} inconclusive at {change.text() if change else '-'}",
-                        (case_key, variable)))
-            continue
-        if outcome in ("no-baseline", "regressed", "unstable") or change is None:
-            continue
-        ratio = 1 + change.change
-        if fs.hold_factor > 1 and ratio > 0 and abs(math.log(ratio)) >= math.log(fs.hold_factor):
-            out.append((f"{variable} moved {sig3(ratio)}x (hold_factor {fs.hold_factor:g})",
-                        (case_key, variable)))
+        thr = (d.get("needed") or {}).get("threshold")
+        why = hold_reason(outcome, change.change if change else None,
+                          thr if isinstance(thr, int | float) else None, fs.hold_factor)
+        if why is not None:
+            out.append((f"{variable} {why}", (case_key, variable)))
     return out
 
 
@@ -382,7 +380,14 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     unit = d.get("unit", "")
     text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
             f"{sig3(d.get('current_median'))} {unit}".rstrip())
-    if outcome == "unstable" and d.get("dispersion"):
+    if d.get("statistic") == "fast":
+        text += " (fast mode)"
+    share = d.get("slow_share")
+    if isinstance(share, dict) and (outcome == "unstable" or share.get("now", 0) >= 0.5):
+        text += (f", slow-mode share {sig3(100 * share['before'])} -> "
+                 f"{sig3(100 * share['now'])} % [{100 * share['low']:+.0f} .. "
+                 f"{100 * share['high']:+.0f} points]")
+    elif outcome == "unstable" and d.get("dispersion"):
         disp = d["dispersion"]
         text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
                  f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
@@ -392,7 +397,9 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     if d.get("family"):
         text += f", family {d['family']}"
     p = d.get("p_adjusted", d.get("p_value"))
-    if outcome == "unstable" and isinstance(d.get("dispersion"), dict):
+    if outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share"):
+        p = share.get("p", p) if isinstance(share, dict) else p  # the share test's p
+    elif outcome == "unstable" and isinstance(d.get("dispersion"), dict):
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
     if isinstance(p, int | float):
         text += f", p={p:.2g}"
@@ -418,7 +425,7 @@ def sustained_text(sus: dict[str, Any]) -> str:
 #: The largest threshold an inconclusive line suggests: beyond it the run-to-run
 #: spread is no noise around one level but runs jumping between levels (modes),
 #: and a threshold that wide would hide every real fault.
-SANE_THRESHOLD = 0.5
+SANE_THRESHOLD = modes.SANE_THRESHOLD
 
 
 def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -> str:
