@@ -79,3 +79,15 @@ def test_inconclusive_never_advises_a_threshold_beyond_50_per_cent() -> None:
     line = verdict_text([(CASE, "bw_1MiB", "inconclusive", more)]).splitlines()[0]
     assert line.endswith("40 samples per run resolve it (the check's sample count; "
                          "the run-to-run spread allows it)")
+
+
+def test_a_two_moded_figure_says_fast_mode_after_the_usual_line() -> None:
+    """The fast mode and the slow-mode share come after p: the line keeps the
+    shape before -> now unit, change [interval] (level), family, p."""
+    d = _detail(unit="us", better="lower", baseline_median=2.1, current_median=36.0,
+                change=16.1, ci_low=9.0, ci_high=25.0, family="latency", statistic="fast",
+                slow_share={"before": 0.2, "now": 0.25, "low": -0.2, "high": 0.3, "p": 0.4})
+    line = verdict_text([(CASE, "lat_8B", "regressed", d)]).splitlines()[0]
+    assert line == (f"REGRESSED {CASE} lat_8B: 2.10 -> 36.0 us, +1,610 % [+900 .. +2,500] "
+                    "(95 %), family latency, p=0.002, fast mode, slow-mode share 20.0 -> "
+                    "25.0 % [-20 .. +30 points]")

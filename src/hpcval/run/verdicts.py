@@ -380,14 +380,8 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     unit = d.get("unit", "")
     text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
             f"{sig3(d.get('current_median'))} {unit}".rstrip())
-    if d.get("statistic") == "fast":
-        text += " (fast mode)"
     share = d.get("slow_share")
-    if isinstance(share, dict) and (outcome == "unstable" or share.get("now", 0) >= 0.5):
-        text += (f", slow-mode share {sig3(100 * share['before'])} -> "
-                 f"{sig3(100 * share['now'])} % [{100 * share['low']:+.0f} .. "
-                 f"{100 * share['high']:+.0f} points]")
-    elif outcome == "unstable" and d.get("dispersion"):
+    if outcome == "unstable" and d.get("dispersion") and not isinstance(share, dict):
         disp = d["dispersion"]
         text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
                  f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
@@ -403,6 +397,12 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
     if isinstance(p, int | float):
         text += f", p={p:.2g}"
+    if d.get("statistic") == "fast":  # a two-moded figure: its fast mode and slow share
+        text += ", fast mode"
+        if isinstance(share, dict):
+            text += (f", slow-mode share {sig3(100 * share['before'])} -> "
+                     f"{sig3(100 * share['now'])} % [{100 * share['low']:+.0f} .. "
+                     f"{100 * share['high']:+.0f} points]")
     sus = d.get("sustained")
     if isinstance(sus, dict):
         text += f"; {sustained_text(sus)}"
