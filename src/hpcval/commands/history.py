@@ -63,6 +63,12 @@ def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
     return 0
 
 
+def _out_note(accepted: bool, held: bool) -> str:
+    if accepted:
+        return ""
+    return "  (held)" if held else "  (not in baselines)"
+
+
 def _accepted(run: dict, hold: dict | None) -> str:
     """The history list's last column: yes, no, held (waiting for a person)."""
     if hold is not None and hold.get("state") == "held":
@@ -107,6 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps([{**p.__dict__, "verdict": verdicts[p.run_id].get(
             (p.case_key, p.variable), (None, {}))[0]} for p in points], indent=1))
         return 0
+    held = {r for r, h in store.holds().items() if h.get("state") == "held"}
     for key in sorted({(p.case_key, p.variable) for p in points}):
         series = [p for p in points if (p.case_key, p.variable) == key]
         print(f"{key[0]}  {key[1]} [{series[0].unit}, {series[0].better} is better]")
@@ -120,5 +127,5 @@ def _run(args: argparse.Namespace) -> int:
             value = f"{p.value:.4g}" if p.value is not None else "-"
             print(f"  {p.run_id:26}  {_when(p.started):16}  {value:>10}"
                   f"  n={len(p.samples):<3} spread {spread:5.1f} %  band {p.band_result or '-':4}"
-                  f"  {verdict}{'' if p.accepted else '  (not in baselines)'}")
+                  f"  {verdict}{_out_note(p.accepted, p.run_id in held)}")
     return 0
