@@ -110,8 +110,10 @@ def _busy_loops(count: int) -> Iterator[None]:
 
 def test_regression_against_history(checkout: Path, hpcval: HpcvalRunner):
     site = checkout / "site-configs" / "local"
+    # hold_factor 0: the subject is the regressed run; on a loaded machine a clean
+    # repeat's latency may move 2x and be held (tests/unit/test_verdicts.py)
     (site / "judging.yaml").write_text(
-        f"k: {K}\nthreshold: 50%\nfigures:\n  '*/bw_*': {{threshold: 95%}}\n")
+        f"k: {K}\nthreshold: 50%\nhold_factor: 0\nfigures:\n  '*/bw_*': {{threshold: 95%}}\n")
     for _ in range(K):
         clean = hpcval(checkout, "validate", "--site", "local", "--", *WARM)
         assert clean.returncode == 0, clean.stdout + clean.stderr

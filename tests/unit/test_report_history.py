@@ -159,7 +159,7 @@ def test_the_verdicts_new_keys_are_shown_and_their_absence_is_a_dash(tmp_path):
         (key, "bw_4MiB"): ("no-baseline", {"better": "higher"})})
     page = render_html(report, history=history)
     attention = page[page.index("id='attention'"):page.index("id='areas'")]
-    assert ("bw_1MiB: 18,700 -&gt; 14,100 MB/s, -24.6 % [-31.0 % .. -17.5 %] (95 %), "
+    assert ("bw_1MiB: 18,700 -&gt; 14,100 MB/s, -24.6 % [-31.0 .. -17.5] (95 %), "
             "spread within the run x4 the baseline&#x27;s, family bandwidth, p=0.002, "
             "sustained over the last 4 runs") in attention
     rows = re.findall(r"<details class='fig'.*?</summary>", page, re.S)

@@ -64,3 +64,30 @@ def test_inconclusive_figures_are_one_line_per_check_with_one_action() -> None:
     line = verdict_text([(CASE, "bw_1MiB", "inconclusive", far)]).splitlines()[0]
     assert line.endswith("raise the threshold to 33.4 % in judging.yaml (what one run "
                          "resolves at this noise)")
+
+
+def test_inconclusive_never_advises_a_threshold_beyond_50_per_cent() -> None:
+    """A two-moded latency (run medians a factor ~11 apart) needs 14,800 % to be
+    resolved by one run: the line names what a person can do instead."""
+    wide = _detail(change=2.16, spread=2.4, needed={"runs": 40, "samples": None,
+                                                    "threshold": 148.0})
+    line = verdict_text([(CASE, "lat_0B", "inconclusive", wide)]).splitlines()[0]
+    assert "threshold to" not in line and "14,800" not in line
+    assert "statistic: fast" in line and "families:" in line and "240 % run to run" in line
+    # more samples per run, where the run-to-run spread leaves room for them
+    more = _detail(change=-0.3, needed={"runs": 37, "samples": 40, "threshold": 0.9})
+    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", more)]).splitlines()[0]
+    assert line.endswith("40 samples per run resolve it (the check's sample count; "
+                         "the run-to-run spread allows it)")
+
+
+def test_a_two_moded_figure_says_fast_mode_after_the_usual_line() -> None:
+    """The fast mode and the slow-mode share come after p: the line keeps the
+    shape before -> now unit, change [interval] (level), family, p."""
+    d = _detail(unit="us", better="lower", baseline_median=2.1, current_median=36.0,
+                change=16.1, ci_low=9.0, ci_high=25.0, family="latency", statistic="fast",
+                slow_share={"before": 0.2, "now": 0.25, "low": -0.2, "high": 0.3, "p": 0.4})
+    line = verdict_text([(CASE, "lat_8B", "regressed", d)]).splitlines()[0]
+    assert line == (f"REGRESSED {CASE} lat_8B: 2.10 -> 36.0 us, +1,610 % [+900 .. +2,500] "
+                    "(95 %), family latency, p=0.002, fast mode, slow-mode share 20.0 -> "
+                    "25.0 % [-20 .. +30 points]")

@@ -4,13 +4,14 @@ the statistics, on seeded synthetic runs written as real run reports."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hpcval.core.runid import new_run_id
-from hpcval.history.store import Store
+from hpcval.history.store import Store, run_reports, verdicts_path
 from hpcval.reporting.report import load_run_report
 from hpcval.run.verdicts import store_and_judge, stored
 from hpcval.site import Site
@@ -240,3 +241,78 @@ def test_record_writes_a_valid_contract_when_a_case_measures_only_zeros(tmp_path
             "cfdio_output_cost_check/impi/1/none/output_cost, "
             "cfdio_output_cost_check/impi/1/none/write_bw; write their references by hand"
             in said.getvalue())
+
+
+def test_a_run_that_moved_2x_is_held_until_the_old_level_comes_back(tmp_path):
+    """hold_factor (2x by default): a run whose figure moved that far, even for
+    the better, is not accepted automatically; a run at the old level leaves it
+    out for good."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(11)
+    for _ in range(7):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    held_id, report = _run(site, rng, 2.5)  # 2.5x the bandwidth, 1/2.5 the latency
+    judged = store_and_judge(site, held_id, report)
+    assert not judged.regressed
+    assert f"HELD run {held_id}: not accepted into baselines (" in judged.text
+    assert re.search(r"bw_1MiB moved 2\.\d+x \(hold_factor 2\)", judged.text)
+    assert f"--accept {held_id}" in judged.text
+    store = Store(site.history_db)
+    assert not store.runs()[-1]["accepted"]
+    assert store.holds()[held_id]["state"] == "held"
+    # the hold survives a rebuild of the store from the reports
+    saved = json.loads(verdicts_path(site.report_path(held_id)).read_text())
+    assert saved["held"]["state"] == "held" and not saved["accepted"]
+    Store(site.history_db).rebuild(run_reports(site.report_path(held_id).parent), site.name)
+    rebuilt = Store(site.history_db)
+    assert rebuilt.holds()[held_id]["state"] == "held"
+    assert not next(r for r in rebuilt.runs() if r["run_id"] == held_id)["accepted"]
+    run_id, report = _run(site, rng, 1.0)
+    judged = store_and_judge(site, run_id, report)
+    assert f"run {held_id}: stays out of baselines" in judged.text
+    hold = Store(site.history_db).holds()[held_id]
+    assert hold["state"] == "outlier" and hold["confirmed_by"] == run_id
+
+
+def test_a_held_run_a_person_accepts_starts_a_new_level(tmp_path, monkeypatch, capsys):
+    from hpcval.cli import main
+
+    site = _site(tmp_path)
+    rng = np.random.default_rng(12)
+    for _ in range(7):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    held_id, report = _run(site, rng, 2.5)
+    store_and_judge(site, held_id, report)
+    (site.root / "reframe-checks").mkdir()
+    monkeypatch.setenv("HPCVAL_ROOT", str(site.root))
+    assert main(["history", "--site", "s"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(held_id))
+    assert "held: bw_1MiB moved" in line
+    assert main(["history", "--site", "s", "--accept", held_id]) == 0
+    assert "a new level starts here" in capsys.readouterr().out
+    store = Store(site.history_db)
+    assert store.holds()[held_id]["state"] == "accepted"
+    assert next(r for r in store.runs() if r["run_id"] == held_id)["accepted"]
+    # the next runs at the new level are judged against it, not held again
+    for _ in range(2):
+        run_id, report = _run(site, rng, 2.5)
+        judged = store_and_judge(site, run_id, report)
+        assert "HELD" not in judged.text
+
+
+def test_a_sustained_cut_called_run_after_run_says_since_when(tmp_path):
+    """Runs called regressed count in the sustained rule (CUSUM over every run
+    since the last accepted level): each verdict says since which run."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    cut = []
+    for _ in range(4):
+        run_id, report = _run(site, rng, 0.8)
+        cut.append(run_id)
+        judged = store_and_judge(site, run_id, report)
+        assert _outcomes(judged)["bw_1MiB"] == "regressed"
+    detail = next(d for _, v, _, d in judged.verdicts if v == "bw_1MiB")
+    assert detail["sustained"]["since"] == cut[0]
+    assert f"sustained since {cut[0]} (4 runs, CUSUM" in judged.text

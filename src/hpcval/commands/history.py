@@ -9,6 +9,7 @@ from statistics import median
 
 from hpcval.core.errors import InputError
 from hpcval.core.fileio import atomic_write
+from hpcval.history.judging.change import Change
 from hpcval.history.runsets import run_tags
 from hpcval.history.store import Store, verdicts_path
 from hpcval.site import Site
@@ -21,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "accepted into baselines). With them: every stored value of the matching figures, "
         "run by run, with the number of samples, spread and verdict. --accept/--reject mark "
         "a run as (not) part of future baselines, e.g. to accept a machine's new level after "
-        "a planned change.")
+        "a planned change, or a run held out of baselines (a figure moved by the "
+        "judging.yaml hold_factor, or inconclusive).")
     p.add_argument("--site", default="local")
     p.add_argument("--check", help="a check name (e.g. imb_pingpong_check)")
     p.add_argument("--figure", help="a performance variable (e.g. bw_1MiB)")
@@ -43,15 +45,38 @@ def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
         raise InputError(f"run {run_id}: {result} before it finished; an {result} run "
                          "never counts in baselines (run the validation again)")
     store.set_accepted(run_id, accepted)
+    hold = store.holds().get(run_id)
+    if hold is not None:  # a person decided: held runs wait for this
+        hold = {**hold, "state": "accepted" if accepted else "rejected"}
+        store.set_hold(run_id, hold)
     path = verdicts_path(site.report_path(run_id))
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
     data["accepted"] = accepted
+    if hold is not None:
+        data["held"] = hold
     atomic_write(path, json.dumps(data, indent=1, default=str), "recording the acceptance")
-    print(f"run {run_id}: {'accepted into' if accepted else 'left out of'} baselines")
+    print(f"run {run_id}: {'accepted into' if accepted else 'left out of'} baselines"
+          + (" (it was held: a new level starts here)" if hold is not None and accepted
+             else ""))
     return 0
+
+
+def _out_note(accepted: bool, held: bool) -> str:
+    if accepted:
+        return ""
+    return "  (held)" if held else "  (not in baselines)"
+
+
+def _accepted(run: dict, hold: dict | None) -> str:
+    """The history list's last column: yes, no, held (waiting for a person)."""
+    if hold is not None and hold.get("state") == "held":
+        return "held: " + "; ".join(hold.get("reasons", []))
+    if hold is not None and hold.get("state") == "outlier":
+        return f"no (held; run {hold.get('confirmed_by')} is at the old level)"
+    return "yes" if run["accepted"] else "no"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -67,13 +92,16 @@ def _run(args: argparse.Namespace) -> int:
     if not args.check and not args.figure:
         runs = store.runs()[-args.last:]
         if args.json:
-            print(json.dumps([{**r, "tags": run_tags(r)} for r in runs], indent=1))
+            holds = store.holds()
+            print(json.dumps([{**r, "tags": run_tags(r), "held": holds.get(r["run_id"])}
+                              for r in runs], indent=1))
             return 0
-        print(f"{'run':26}  {'started':16}  {'result':11}  accepted  tags")
+        print(f"{'run':26}  {'started':16}  {'result':11}  accepted (tags last)")
+        holds = store.holds()
         for r in runs:
             tags = " ".join(f"{k}={v}" for k, v in sorted(run_tags(r).items()))
             print(f"{r['run_id']:26}  {_when(r['started']):16}  {r['result']:11}  "
-                  f"{'yes' if r['accepted'] else 'no ':8}  {tags}".rstrip())
+                  f"{_accepted(r, holds.get(r['run_id']))}" + (f"  tags: {tags}" if tags else ""))
         print(f"{len(runs)} run(s) in {site.history_db}")
         return 0
     points = store.history(check=args.check, variable=args.figure)
@@ -88,15 +116,19 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps([{**p.__dict__, "verdict": verdicts[p.run_id].get(
             (p.case_key, p.variable), (None, {}))[0]} for p in points], indent=1))
         return 0
+    held = {r for r, h in store.holds().items() if h.get("state") == "held"}
     for key in sorted({(p.case_key, p.variable) for p in points}):
         series = [p for p in points if (p.case_key, p.variable) == key]
         print(f"{key[0]}  {key[1]} [{series[0].unit}, {series[0].better} is better]")
         for p in series:
             spread = (max(p.samples) - min(p.samples)) / median(p.samples) * 100 \
                 if p.samples and median(p.samples) else 0.0
-            verdict = verdicts[p.run_id].get(key, ("-", {}))[0]
+            verdict, detail = verdicts[p.run_id].get(key, ("-", {}))
+            change = Change.from_detail(detail)
+            if change is not None:
+                verdict += f" {change.text()}"
             value = f"{p.value:.4g}" if p.value is not None else "-"
             print(f"  {p.run_id:26}  {_when(p.started):16}  {value:>10}"
                   f"  n={len(p.samples):<3} spread {spread:5.1f} %  band {p.band_result or '-':4}"
-                  f"  {verdict}{'' if p.accepted else '  (not in baselines)'}")
+                  f"  {verdict}{_out_note(p.accepted, p.run_id in held)}")
     return 0

@@ -39,6 +39,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"{site.history_db}: no stored figure matches "
                          f"--check {args.check or '*'} --figure {args.figure or '*'}")
     series = trend.build(points)
+    trend.attach_verdicts(series, store)
     print(trend.text(series), end="")
     out = args.html or site.html_dir / "trend.html"
     areas = check_areas(site.checks_dir)

@@ -42,6 +42,8 @@ from hpcval.core.fileio import os_fault, unused_name
 from hpcval.core.series import load_samples
 
 SCHEMA_VERSION = 1
+#: ``meta`` key prefix of a run held out of baselines (``held <run id>``)
+HOLD_KEY = "held "
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -355,6 +357,30 @@ class Store:
             if cur.rowcount == 0:
                 raise HpcvalError(f"{self.path}: no run {run_id!r} (see `hpcval history`)")
 
+    def set_hold(self, run_id: str, hold: dict[str, Any]) -> None:
+        """Record a run held out of baselines (``hold``: ``{"state": "held" |
+        "accepted" | "outlier" | "rejected", "reasons": [...], ...}``), kept in the
+        ``meta`` table under ``held <run id>`` (and beside the report by the
+        caller, for ``store rebuild``)."""
+        with self.connect(write=True) as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                         (f"{HOLD_KEY}{run_id}", json.dumps(hold, default=str)))
+
+    def holds(self) -> dict[str, dict[str, Any]]:
+        """Every run that was held, with its hold (see :meth:`set_hold`)."""
+        if not self.path.exists():
+            return {}
+        with self.connect() as conn:
+            rows = conn.execute("SELECT key, value FROM meta WHERE key LIKE ?",
+                                (f"{HOLD_KEY}%",)).fetchall()
+        out = {}
+        for key, value in rows:
+            try:
+                out[key.removeprefix(HOLD_KEY)] = json.loads(value)
+            except ValueError:
+                continue
+        return out
+
     # -- reading ----------------------------------------------------------
     def runs(self) -> list[dict[str, Any]]:
         with self.connect() as conn:
@@ -478,6 +504,9 @@ class Store:
                     run.result = str(saved.get("result", run.result))
                     run.accepted = bool(saved.get("accepted", run.result != "regressed"))
                     self._insert(conn, run)
+                    if isinstance(saved.get("held"), dict):
+                        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                     (f"{HOLD_KEY}{run_id}", json.dumps(saved["held"])))
                     conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
                                      [(run_id, k, v, o, json.dumps(d, default=str))
                                       for k, v, o, d in saved.get("verdicts", [])])

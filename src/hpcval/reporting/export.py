@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from hpcval.core.errors import InputError
+from hpcval.history.judging.change import Change
 from hpcval.history.store import Store
 from hpcval.reporting.report import PerfValue
 
@@ -52,6 +53,9 @@ _FAMILIES: dict[str, str] = {
     "hpcval_figure_band_passed": "1 when the value is inside its contract band, 0 outside",
     "hpcval_figure_baseline": "Median of the figure's baseline runs in the site's history",
     "hpcval_figure_change_ratio": "Relative change against the baseline (-0.1 = 10 % lower)",
+    "hpcval_figure_change_low": "Lower bound of the change's interval (at the verdict's level)",
+    "hpcval_figure_change_high": "Upper bound of the change's interval (at the verdict's level)",
+    "hpcval_figure_change_level": "Confidence level of the change's interval (0.95 = 95 %)",
     "hpcval_figure_outcome": "1 for the figure's history outcome, 0 for the other outcomes",
 }
 
@@ -155,7 +159,12 @@ def openmetrics(store: Store, run_id: str | None = None) -> str:
             continue
         outcome, detail = verdict
         fam.add("hpcval_figure_baseline", labels, detail.get("baseline_median"))
-        fam.add("hpcval_figure_change_ratio", labels, detail.get("change"))
+        change = Change.from_detail(detail)
+        if change is not None:  # the one change every surface prints (Change.text)
+            fam.add("hpcval_figure_change_ratio", labels, change.change)
+            fam.add("hpcval_figure_change_low", labels, change.low)
+            fam.add("hpcval_figure_change_high", labels, change.high)
+            fam.add("hpcval_figure_change_level", labels, change.level)
         for state in _states(outcome):
             fam.add("hpcval_figure_outcome", {**labels, "outcome": state},
                     1 if state == outcome else 0)

@@ -25,11 +25,11 @@ from hpcval.reporting.report import (
     RunHistory,
     area_counts,
     band_text,
+    change_text,
     changes_since_previous,
     evidence,
     figure_rows,
     num,
-    pct,
     run_verdict,
 )
 
@@ -160,7 +160,7 @@ def figure_list_html(views: list[FigureView], list_id: str, sortable: bool = Fal
 
         spark, plot = "", ""
         if v.series is not None and v.series.points:
-            colour = _COLOURS.get(v.outcome, "#1f77b4")
+            colour = _COLOURS.get(v.outcome.split()[0], "#1f77b4")
             spark = svgplot.sparkline(v.series.medians,
                                       [cp.index for cp in v.series.change_points], colour)
             plot = trend.plot(v.series, v.bands, compact=True)
@@ -199,9 +199,11 @@ def _view(r: Row) -> FigureView:
     p, d = r.perf, r.detail
     assert p is not None
     spread = r.spread()
-    change = pct(d.get("change"))
-    if d.get("ci_low") is not None and d.get("ci_high") is not None:
-        change += f" [{pct(d['ci_low'])} .. {pct(d['ci_high'])}]"
+    change = change_text(d)
+    outcome = r.outcome
+    if r.outcome == "FAIL" and r.verdict and r.verdict not in ("pass", "no-baseline"):
+        # the band failed and the history moved: both, the history's with its number
+        outcome = f"FAIL + {r.verdict}"
     bands: list[tuple[float | None, float | None, str, str]] = []
     lo, hi = p.bounds()
     if lo is not None or hi is not None:
@@ -211,7 +213,7 @@ def _view(r: Row) -> FigureView:
         bands.append((level * math.exp(-2 * spread), level * math.exp(2 * spread), "#1f77b4",
                       "history band (±2 spreads)"))
     return FigureView(p.variable, f"{r.case.display_name} · {r.where}", p.unit, num(p.value),
-                      band_text(p), history_band(d, spread), change, r.outcome, r.series,
+                      band_text(p), history_band(d, spread), change, outcome, r.series,
                       bands, r.outcome != "FAIL" and r.loose())
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from hpcval.core.errors import HpcvalError
 from hpcval.core.figures import BETTER, stored_direction
 from hpcval.core.paths import CHECKS_DIR, checks_dir
+from hpcval.history.judging.change import Change
 from hpcval.history.runreport import CaseResult as CaseResult
 from hpcval.history.runreport import PerfValue as PerfValue
 from hpcval.history.runreport import RunReport as RunReport
@@ -41,6 +42,13 @@ def num(value: Any) -> str:
 def pct(value: Any) -> str:
     """A relative change as a signed percentage: ``-24.6 %``."""
     return f"{100 * value:+.1f} %" if isinstance(value, int | float) else "-"
+
+
+def change_text(detail: dict[str, Any]) -> str:
+    """A stored verdict's change with its interval, as every surface prints it
+    (:meth:`hpcval.history.judging.change.Change.text`); ``-`` without one."""
+    change = Change.from_detail(detail)
+    return change.text() if change is not None else "-"
 
 
 def band_text(p: PerfValue) -> str:
@@ -278,14 +286,13 @@ def evidence(row: Row) -> str:
         reason = (row.case.fail_reason or "no reason given").splitlines()[0]
         return f"{row.case.fail_phase}: {reason}" if row.case.fail_phase else reason
     if row.outcome == "FAIL":
-        return (f"{p.variable} = {num(p.value)} {p.unit} is outside {band_text(p)} "
+        text = (f"{p.variable} = {num(p.value)} {p.unit} is outside {band_text(p)} "
                 f"(reference {num(p.reference)})")
+        if row.verdict and row.verdict not in ("pass", "no-baseline"):
+            text += f"; history: {row.verdict} {change_text(d)}"
+        return text
     text = (f"{p.variable}: {num(d.get('baseline_median'))} -> {num(d.get('current_median'))} "
-            f"{p.unit}, {pct(d.get('change'))}")
-    if d.get("ci_low") is not None and d.get("ci_high") is not None:
-        level = d.get("ci_level")
-        text += (f" [{pct(d['ci_low'])} .. {pct(d['ci_high'])}]"
-                 + (f" ({100 * level:.0f} %)" if isinstance(level, int | float) else ""))
+            f"{p.unit}, {change_text(d)}")
     disp = d.get("dispersion")
     if row.verdict == "unstable" and isinstance(disp, dict):
         text += f", spread within the run x{num(disp.get('ratio'))} the baseline's"
@@ -299,7 +306,10 @@ def evidence(row: Row) -> str:
     sustained = d.get("sustained")
     if isinstance(sustained, dict):
         runs = sustained.get("runs_after", sustained.get("runs"))
-        text += f", sustained over the last {runs} runs" if runs else ", sustained"
+        if sustained.get("since"):
+            text += f", sustained since {sustained['since']} ({runs} runs)"
+        else:
+            text += f", sustained over the last {runs} runs" if runs else ", sustained"
     return text
 
 

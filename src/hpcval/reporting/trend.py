@@ -9,10 +9,11 @@ that one noisy run cannot show is still found.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
 
+from hpcval.history.judging.change import Change, sig3
 from hpcval.history.store import HistoryPoint
 
 
@@ -23,7 +24,24 @@ class Series:
     unit: str
     better: str
     points: list[HistoryPoint] = field(default_factory=list)
+    #: found on the runs counted in baselines only; ``index`` is into ``points``
     change_points: list[Any] = field(default_factory=list)
+    #: the newest run's stored history verdict ``(run id, outcome, detail)``
+    latest: tuple[str, str, dict[str, Any]] | None = None
+
+    def segment_runs(self) -> list[int]:
+        """Indexes of the runs the change points' segments are made of: every
+        run counted in baselines, and the runs after the last of them (the level
+        the machine is at now, judged or held but not yet accepted). A run left
+        out of baselines with accepted runs after it (regressed, held, rejected,
+        interrupted, then the old level again) is no level: it is left out."""
+        last = max((i for i, p in enumerate(self.points) if p.accepted), default=-1)
+        return [i for i, p in enumerate(self.points) if p.accepted or i > last]
+
+    @property
+    def left_out(self) -> int:
+        """Runs of the series not in the segments (see :meth:`segment_runs`)."""
+        return len(self.points) - len(self.segment_runs())
 
     @property
     def worse_now(self) -> bool:
@@ -50,8 +68,25 @@ def build(points: list[HistoryPoint]) -> list[Series]:
                                Series(p.case_key, p.variable, p.unit, p.better))
         s.points.append(p)
     for s in grouped.values():
-        s.change_points = judging.change_points(s.medians)
+        # the segments leave out the runs left out of baselines that the machine
+        # came back from: an excursion is no level (Series.segment_runs)
+        kept = s.segment_runs()
+        medians = s.medians
+        found = judging.change_points([medians[i] for i in kept])
+        s.change_points = [replace(cp, index=kept[cp.index]) for cp in found]
     return [grouped[k] for k in sorted(grouped)]
+
+
+def attach_verdicts(series: list[Series], store: Any) -> None:
+    """Each series' newest run's stored verdict (``Series.latest``)."""
+    cache: dict[str, dict[tuple[str, str], tuple[str, dict[str, Any]]]] = {}
+    for s in series:
+        run = s.points[-1].run_id
+        if run not in cache:
+            cache[run] = store.verdicts(run)
+        found = cache[run].get((s.case_key, s.variable))
+        if found is not None:
+            s.latest = (run, found[0], found[1])
 
 
 def pct(v: float | None) -> str:
@@ -59,17 +94,28 @@ def pct(v: float | None) -> str:
 
 
 def text(series: list[Series]) -> str:
+    """Per series: its runs (and how many are left out of the segments), the
+    newest run's verdict with its change (the number validate printed), then
+    each change point: the segments' levels and the step with its interval."""
     lines = []
     for s in series:
         head = f"{s.case_key}  {s.variable} [{s.unit}]: {len(s.points)} run(s)"
+        if s.left_out:
+            head += (f" ({s.left_out} left out of baselines before an accepted run: "
+                     "not in the segments)")
+        if s.latest is not None:
+            run, outcome, detail = s.latest
+            change = Change.from_detail(detail)
+            if change is not None:
+                head += f"; run {run}: {outcome} {change.text()}"
         if not s.change_points:
-            lines.append(f"{head}, no change point")
+            lines.append(f"{head}; no change point")
             continue
-        lines.append(f"{head}, {len(s.change_points)} change point(s):")
+        lines.append(f"{head}; {len(s.change_points)} change point(s):")
         for cp in s.change_points:
             run = s.points[cp.index].run_id
-            lines.append(f"  at run {run}: {cp.before:.4g} -> {cp.after:.4g} {s.unit} "
-                         f"({pct(cp.change)}, p = {cp.p_value:.2g})")
+            lines.append(f"  at run {run}: {sig3(cp.before)} -> {sig3(cp.after)} {s.unit}, "
+                         f"{cp.as_change().text()}, p = {cp.p_value:.2g}")
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from hpcval.reporting import htmlreport as hr
 from hpcval.reporting import report as rp
-from hpcval.reporting.trend import Series, pct
+from hpcval.reporting.trend import Series
 
 #: The filters of the dashboard's figure list: (data attribute, label).
 FILTERS = (("area", "area"), ("check", "check"), ("partition", "partition+environ"))
@@ -93,9 +93,9 @@ def dashboard(series: list[Series], site: str, store: Any = None,
         spread = statistics.stdev(logs) if len(logs) >= 3 else None
         level = median(since) if since else None
         if cp:
-            change = f"{pct(cp.change)} at run {cp.index + 1}"
+            change = f"{cp.as_change().text()} at run {cp.index + 1}"
         elif isinstance(detail.get("change"), int | float):
-            change = f"{pct(detail['change'])} (latest run)"
+            change = f"{rp.change_text(detail)} (latest run)"
         else:
             change = "-"
         hband = (f"{rp.num(level)} ± {100 * spread:.1f} %" if spread else rp.num(level))

@@ -13,7 +13,6 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
-import math
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from typing import IO, Any
 
 from hpcval.core.errors import HpcvalError, StoreError
 from hpcval.core.fileio import atomic_write
+from hpcval.history.judging import modes
+from hpcval.history.judging.change import Change, sig3
 from hpcval.history.store import HistoryPoint, Store, records_from_report, verdicts_path
 from hpcval.reporting.report import RunReport
 from hpcval.run import procs
@@ -64,13 +65,16 @@ def _verdicts_file(site: Site, run_id: str) -> Path:
     return verdicts_path(site.report_path(run_id))
 
 
-def window(points: list[HistoryPoint], n: int) -> tuple[list[list[float]], list[int]]:
+def window(points: list[HistoryPoint], n: int, level_runs: frozenset[str] = frozenset()
+           ) -> tuple[list[list[float]], list[int]]:
     """Samples of the last ``n`` accepted runs of one figure (oldest first: the
     spread's window, the level from its last K) and the indexes where a new level
-    begins: a run judged ``regressed`` that a person accepted (``hpcval history
-    --accept``) starts one; the spread is pooled within levels."""
+    begins: a run judged ``regressed``, or held (``level_runs``), that a person
+    accepted (``hpcval history --accept``) starts one; the spread is pooled
+    within levels."""
     accepted = [p for p in points if p.accepted and p.measured and p.samples][-n:]
-    starts = [i for i, p in enumerate(accepted) if i > 0 and p.run_result == "regressed"]
+    starts = [i for i, p in enumerate(accepted)
+              if i > 0 and (p.run_result == "regressed" or p.run_id in level_runs)]
     return [p.samples for p in accepted], starts
 
 
@@ -93,28 +97,37 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
                                     "ci_low", "ci_high", "p_value", "p_adjusted", "note",
                                     "threshold", "baseline_runs", "samples", "family",
                                     "spread", "spread_runs", "level_runs", "dispersion",
-                                    "ci_level")}
+                                    "ci_level", "statistic", "slow_share")}
     d["unit"] = unit
     if v.needed is not None:
         d["needed"] = v.needed._asdict()
     return d
 
 
-def _medians(points: list[HistoryPoint], current: list[float]) -> list[float]:
-    """Run medians of a figure's accepted history since the last accepted
-    regression, oldest first, this run last (what the sustained rule was
-    measured on: docs/judging.md)."""
+def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
+             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset()
+             ) -> tuple[list[float], list[str]]:
+    """Run medians of a figure since its last accepted level, oldest first, this
+    run last, with their run ids (what the sustained rule reads: docs/judging.md).
+    Every measured run counts, the ones called ``regressed``, ``unstable`` or
+    held and not yet decided (``pending``) included (a sustained cut is called
+    run after run and must still add up); runs a person left out, held runs
+    the old level came back after, and interrupted runs do not."""
     from statistics import median
 
-    kept = [p for p in points if p.accepted and p.measured and p.samples]
-    # a run judged `regressed` that a person then accepted (`hpcval history
-    # --accept`) is the first run of a new level: the step before it is
+    kept = [p for p in points if p.measured and p.samples
+            and (p.accepted or p.run_result in ("regressed", "unstable")
+                 or p.run_id in pending)]
+    # a run judged `regressed` (or held) that a person then accepted (`hpcval
+    # history --accept`) is the first run of a new level: the step before it is
     # acknowledged, so the rule looks only at the runs from there on
     for i in range(len(kept) - 1, -1, -1):
-        if kept[i].run_result == "regressed":
+        if kept[i].accepted and (kept[i].run_result == "regressed"
+                                 or kept[i].run_id in level_runs):
             kept = kept[i:]
             break
-    return [median(p.samples) for p in kept] + [median(current)]
+    return ([median(p.samples) for p in kept] + [median(current)],
+            [p.run_id for p in kept] + [run_id])
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False,
@@ -150,6 +163,9 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
 
     try:
         settings = site.load_judging()
+        holds = store.holds()
+        level_runs = frozenset(r for r, h in holds.items() if h.get("state") == "accepted")
+        pending = frozenset(r for r, h in holds.items() if h.get("state") == "held")
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)
@@ -162,30 +178,32 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
                 name = figure_name(case.key, fig.variable)
                 fs = settings.for_figure(name)
                 hist = histories.get((case.key, fig.variable), [])
-                runs, starts = window(hist, max(fs.spread_runs, fs.k))
+                runs, starts = window(hist, max(fs.spread_runs, fs.k), level_runs)
                 figures[name] = judging.FigureData(runs, fig.samples, fig.better, fig.unit,
                                                    starts)
                 where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
         results = judging.judge_run(figures, settings)
         # a worse level held over the last runs: Page's CUSUM on each family's
         # self-started scores (docs/judging.md)
-        sustained = _sustained(judging, figures, where, settings)
+        sustained = _sustained(judging, figures, where, settings, run_id, level_runs,
+                               pending)
     except StoreError as err:
         judged.store_error = err
         return judged
     for name, verdict in results.items():
         case_key, variable, unit, hist, current, better = where[name]
         outcome, detail = verdict.outcome, _as_dict(verdict, unit)
-        if outcome not in ("regressed", "no-baseline"):
-            cp = sustained.get(name)
-            if cp is not None:
+        cp = sustained.get(name)
+        if cp is not None and outcome != "no-baseline":
+            # the figure has stayed beyond its old level since run cp["since"]
+            detail["sustained"] = cp
+            if outcome != "regressed":
                 outcome = "regressed"
                 detail["note"] = (f"sustained: the level moved from {cp['before']:.4g} to "
                                   f"{cp['after']:.4g} {unit} ({100 * cp['change']:+.1f} %) "
                                   f"over the last {cp['runs_after']} runs (CUSUM "
                                   f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
                                   f"{cp['p']:.2g})")
-                detail["sustained"] = cp
         judged.verdicts.append((case_key, variable, outcome, detail))
     failing = FAILING if settings.unstable_fails else {"regressed"}
     judged.regressed = any(o in failing for _, _, o, _ in judged.verdicts)
@@ -193,18 +211,29 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
     if judged.regressed:
         result = ("regressed" if any(o == "regressed" for _, _, o, _ in judged.verdicts)
                   else "unstable")
+    reasons = [] if judged.regressed or not run.accepted else hold_reasons(judged.verdicts,
+                                                                           settings)
+    hold = ({"state": "held", "reasons": [r for r, _ in reasons],
+             "figures": [list(f) for _, f in reasons]} if reasons else None)
+    accepted = run.accepted and not judged.regressed and hold is None
+    released: list[str] = []
     try:
-        store.set_verdicts(run_id, judged.verdicts, result,
-                           accepted=run.accepted and not judged.regressed)
-        atomic_write(_verdicts_file(site, run_id),
-                     json.dumps({"result": result,
-                                 "accepted": run.accepted and not judged.regressed,
-                                 "verdicts": judged.verdicts, **_tags_entry(tags)},
-                                indent=1, default=str),
+        store.set_verdicts(run_id, judged.verdicts, result, accepted=accepted)
+        saved: dict[str, Any] = {"result": result, "accepted": accepted,
+                                 "verdicts": judged.verdicts, **_tags_entry(tags)}
+        if hold is not None:
+            store.set_hold(run_id, hold)
+            saved["held"] = hold
+        atomic_write(_verdicts_file(site, run_id), json.dumps(saved, indent=1, default=str),
                      "writing the run's verdicts")
+        if hold is None:
+            released = _release_holds(site, store, holds, run_id, judged.verdicts)
     except HpcvalError as err:
         judged.store_error = err
-    judged.text = verdict_text(judged.verdicts) + _unmatched_text(site, settings, where)
+    judged.text = (verdict_text(judged.verdicts) + _held_text(site, run_id, hold)
+                   + "".join(f"run {r}: stays out of baselines: this run is at the old level "
+                             "of the figures it was held for\n" for r in released)
+                   + _unmatched_text(site, settings, where))
     # the HTML report draws every figure's row and history from the store
     # (hpcval.reporting.report.RunHistory): no section of its own here
     return judged
@@ -223,11 +252,79 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
                  "writing the run's verdicts")
 
 
+def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings: Any
+                 ) -> list[tuple[str, tuple[str, str]]]:
+    """Why a run that regressed nothing is still not accepted automatically
+    (:func:`hpcval.history.judging.modes.hold_reason`): a figure that moved by
+    the site's ``hold_factor`` (2x by default) either way, or one inconclusive
+    where one run cannot resolve even 50 %. Returns ``(reason, (case key,
+    variable))``."""
+    from hpcval.history.judging.modes import hold_reason
+
+    out = []
+    for case_key, variable, outcome, d in verdicts:
+        fs = settings.for_figure(figure_name(case_key, variable))
+        change = Change.from_detail(d)
+        thr = (d.get("needed") or {}).get("threshold")
+        why = hold_reason(outcome, change.change if change else None,
+                          thr if isinstance(thr, int | float) else None, fs.hold_factor)
+        if why is not None:
+            out.append((f"{variable} {why}", (case_key, variable)))
+    return out
+
+
+def _held_text(site: Site, run_id: str, hold: dict[str, Any] | None) -> str:
+    if hold is None:
+        return ""
+    return (f"HELD run {run_id}: not accepted into baselines ({'; '.join(hold['reasons'])}); "
+            f"`hpcval history --site {site.name} --accept {run_id}` accepts it as the new "
+            "level, a run at the old level leaves it out\n")
+
+
+def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]],
+                   run_id: str, verdicts: list[tuple[str, str, str, dict[str, Any]]]
+                   ) -> list[str]:
+    """Held runs this run decides: each held figure of theirs judged ``pass`` here
+    (against the baselines they are not in) is the old level confirmed; the held
+    run stays out of baselines for good (state ``outlier``)."""
+    now = {(k, v): o for k, v, o, _ in verdicts}
+    released = []
+    for held_id, hold in holds.items():
+        figs = [tuple(f) for f in hold.get("figures", []) if isinstance(f, list) and len(f) == 2]
+        if hold.get("state") != "held" or held_id == run_id or not figs:
+            continue
+        if all(now.get(f) == "pass" for f in figs):
+            new = {**hold, "state": "outlier", "confirmed_by": run_id}
+            store.set_hold(held_id, new)
+            _update_saved(site, held_id, held=new)
+            released.append(held_id)
+    return released
+
+
+def _update_saved(site: Site, run_id: str, **values: Any) -> None:
+    """Change keys of a run's verdicts file (what ``store rebuild`` reads)."""
+    path = _verdicts_file(site, run_id)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data.update(values)
+    atomic_write(path, json.dumps(data, indent=1, default=str), "recording the hold")
+
+
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
-               settings: Any) -> dict[str, dict[str, Any]]:
-    """Figures of the families whose CUSUM is beyond its limit at this run."""
-    medians = {name: (_medians(w[3], w[4]), w[5]) for name, w in where.items()}
-    return judging.sustained_families(judging.families(figures, settings), medians, settings)
+               settings: Any, run_id: str, level_runs: frozenset[str],
+               pending: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """Figures of the families whose CUSUM is beyond its limit at this run, with
+    the run since which they stayed beyond their old level (``since``)."""
+    series = {name: _medians(w[3], w[4], run_id, level_runs, pending)
+              for name, w in where.items()}
+    medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
+    found = judging.sustained_families(judging.families(figures, settings), medians, settings)
+    for name, cp in found.items():
+        ids = series[name][1]
+        cp["since"] = ids[max(len(ids) - int(cp["runs_after"]), 0)]
+    return found
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
@@ -345,75 +442,90 @@ def _pct(v: Any) -> str:
     return f"{100 * v:+.1f} %" if isinstance(v, int | float) else "-"
 
 
-def sig3(v: Any) -> str:
-    """A number to 3 significant digits with thousands separators (18,700; 1.41)."""
-    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
-        return "-"
-    if v == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(v)))
-    decimals = max(0, 2 - mag)
-    rounded = round(v, 2 - mag)
-    if rounded != 0 and math.floor(math.log10(abs(rounded))) > mag:  # 9.996 -> 10.0
-        decimals = max(0, decimals - 1)
-    return f"{rounded:,.{decimals}f}"
-
-
-def _signed(v: float) -> str:
-    """A relative change as a signed percentage, 3 significant digits (-24.6)."""
-    return ("+" if v >= 0 else "-") + sig3(abs(100 * v))
-
-
-def _level(v: Any) -> str:
-    text = sig3(100 * v) if isinstance(v, int | float) else "-"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
 def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> str:
     """One line a person reads: what changed, by how much, how sure, which family."""
     unit = d.get("unit", "")
     text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
             f"{sig3(d.get('current_median'))} {unit}".rstrip())
-    if outcome == "unstable" and d.get("dispersion"):
+    share = d.get("slow_share")
+    if outcome == "unstable" and d.get("dispersion") and not isinstance(share, dict):
         disp = d["dispersion"]
         text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
                  f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
-    if isinstance(d.get("change"), int | float):
-        text += f", {_signed(d['change'])} %"
-        if isinstance(d.get("ci_low"), int | float) and isinstance(d.get("ci_high"), int | float):
-            text += f" [{_signed(d['ci_low'])} .. {_signed(d['ci_high'])}]"
-            if isinstance(d.get("ci_level"), int | float):
-                text += f" ({_level(d['ci_level'])} %)"
+    change = Change.from_detail(d)
+    if change is not None:
+        text += f", {change.text()}"
     if d.get("family"):
         text += f", family {d['family']}"
     p = d.get("p_adjusted", d.get("p_value"))
-    if outcome == "unstable" and isinstance(d.get("dispersion"), dict):
+    if outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share"):
+        p = share.get("p", p) if isinstance(share, dict) else p  # the share test's p
+    elif outcome == "unstable" and isinstance(d.get("dispersion"), dict):
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
     if isinstance(p, int | float):
         text += f", p={p:.2g}"
-    if d.get("sustained"):
-        text += f"; {d.get('note', '')}"
+    if d.get("statistic") == "fast":  # a two-moded figure: its fast mode and slow share
+        text += ", fast mode"
+        if isinstance(share, dict):
+            text += (f", slow-mode share {sig3(100 * share['before'])} -> "
+                     f"{sig3(100 * share['now'])} % [{100 * share['low']:+.0f} .. "
+                     f"{100 * share['high']:+.0f} points]")
+    sus = d.get("sustained")
+    if isinstance(sus, dict):
+        text += f"; {sustained_text(sus)}"
     return text
 
 
+def sustained_text(sus: dict[str, Any]) -> str:
+    """``sustained since <run> (4 runs, CUSUM 6.2 > 5)``: the figure has stayed
+    beyond its old level since that run (called runs included)."""
+    runs = sus.get("runs_after")
+    cusum, limit = sus.get("cusum"), sus.get("limit")
+    extra = f"{runs} runs" if isinstance(runs, int) else ""
+    if isinstance(cusum, int | float) and isinstance(limit, int | float):
+        extra += f"{', ' if extra else ''}CUSUM {cusum:.1f} > {limit:g}"
+    since = sus.get("since")
+    head = f"sustained since {since}" if since else "sustained"
+    return f"{head} ({extra})" if extra else head
+
+
+#: The largest threshold an inconclusive line suggests: beyond it the run-to-run
+#: spread is no noise around one level but runs jumping between levels (modes),
+#: and a threshold that wide would hide every real fault.
+SANE_THRESHOLD = modes.SANE_THRESHOLD
+
+
 def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -> str:
-    """One line per check with inconclusive figures, with the one action that
-    resolves them: a few more runs (the sustained rule judges them together) when
-    that is at most 5, else the threshold one run can resolve at this noise."""
+    """One line per check with inconclusive figures, with one action a person
+    can take: a few more runs (the sustained rule judges them together) when
+    that is at most 5; more samples per run when they resolve it; a threshold
+    one run resolves when it is a sane one (at most 50 %); else the figure's
+    runs jump between levels: judge its fast mode (``statistic: fast`` in
+    judging.yaml) or put it in a family with the figures that share its cause.
+    The run is held out of the baselines until a person accepts it."""
     names = ", ".join(v for v, _ in items)
     worse = [abs(d["change"]) for _, d in items if isinstance(d.get("change"), int | float)]
     span = (f"{sig3(100 * min(worse))}-{sig3(100 * max(worse))} %" if len(worse) > 1
             else f"{sig3(100 * worse[0])} %" if worse else "beyond the threshold")
     needed = [d.get("needed") or {} for _, d in items]
     runs = [n.get("runs") for n in needed]
+    samples = [n.get("samples") for n in needed]
+    thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
     if runs and all(isinstance(r, int) for r in runs) and max(runs) <= 5:
         action = (f"{max(runs)} more runs at this level resolve it (the sustained rule "
                   "judges them together)")
-    else:
-        thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
+    elif samples and all(isinstance(n, int) for n in samples) and max(samples) <= 1000:
+        action = (f"{max(samples)} samples per run resolve it (the check's sample count; "
+                  "the run-to-run spread allows it)")
+    elif thr and max(thr) <= SANE_THRESHOLD:
         action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
-                  "run resolves at this noise)" if thr
-                  else "raise the threshold in judging.yaml")
+                  "run resolves at this noise)")
+    else:
+        spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
+        wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
+        action = (f"its runs jump between levels{wide}: judge the fast mode "
+                  "(figures: {'<glob>': {statistic: fast}} in judging.yaml) or group it "
+                  "with the figures that share its cause (families: in judging.yaml)")
     count = f"{len(items)} figure{'s' if len(items) > 1 else ''}"
     return (f"INCONCLUSIVE {case_key}: {count} ({names}) worse by {span} within the noise; "
             f"{action}")

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from hpcval.core.errors import InputError
+from hpcval.history.judging.change import Change
 from hpcval.history.judging.families import adjust
 from hpcval.history.judging.model import MAD_TO_SD
 from hpcval.history.judging.settings import FigureSettings, JudgingSettings
@@ -38,7 +39,9 @@ class ChangePoint:
 
     #: index of the first value at the new level
     index: int
-    #: medians of the segment before and after (in the figure's unit)
+    #: levels of the segment before and after, in the figure's unit (on the log
+    #: scale the geometric means, so that ``after / before - 1`` is ``change``;
+    #: else the medians)
     before: float
     after: float
     #: relative change after / before - 1
@@ -48,6 +51,15 @@ class ChangePoint:
     #: number of values in the segments before and after
     n_before: int
     n_after: int
+    #: interval of ``change`` at ``level`` (Welch's, on the log scale); None when a
+    #: segment has one value or the values are not all positive
+    low: float | None = None
+    high: float | None = None
+    level: float | None = None
+
+    def as_change(self) -> Change:
+        """The step as the one :class:`Change` every surface prints."""
+        return Change(self.change, self.low, self.high, self.level)
 
 
 def _noise_sd(x: np.ndarray) -> float:
@@ -59,6 +71,23 @@ def _noise_sd(x: np.ndarray) -> float:
     if sd == 0.0:
         sd = float(np.std(d, ddof=1)) / math.sqrt(2)
     return sd
+
+
+def _welch_interval(a: np.ndarray, b: np.ndarray, level: float = 0.95
+                    ) -> tuple[float, float] | None:
+    """Interval of ``mean(b) - mean(a)`` (Welch-Satterthwaite), or None."""
+    if a.size < 2 or b.size < 2:
+        return None
+    va, vb = float(np.var(a, ddof=1)) / a.size, float(np.var(b, ddof=1)) / b.size
+    se2 = va + vb
+    d = float(np.mean(b) - np.mean(a))
+    if se2 <= 0:
+        return d, d
+    df = se2 * se2 / (va * va / (a.size - 1) + vb * vb / (b.size - 1))
+    from scipy import stats
+
+    t = float(stats.t.ppf(0.5 + level / 2, df))
+    return d - t * math.sqrt(se2), d + t * math.sqrt(se2)
 
 
 def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -110,14 +139,20 @@ def change_points(values: Sequence[float], *, alpha: float = 0.01, min_size: int
     out = []
     for i, b in enumerate(bounds):
         seg_a, seg_b = x[edges[i]:b], x[b:edges[i + 2]]
-        before, after = float(np.median(seg_a)), float(np.median(seg_b))
+        ya, yb = y[edges[i]:b], y[b:edges[i + 2]]
+        low = high = level = None
         if log:
-            change = math.expm1(float(np.mean(y[b:edges[i + 2]]) - np.mean(y[edges[i]:b])))
+            before, after = float(np.exp(np.mean(ya))), float(np.exp(np.mean(yb)))
+            change = math.expm1(float(np.mean(yb) - np.mean(ya)))
+            ci = _welch_interval(ya, yb)
+            if ci is not None:
+                low, high, level = math.expm1(ci[0]), math.expm1(ci[1]), 0.95
         else:
+            before, after = float(np.median(seg_a)), float(np.median(seg_b))
             change = (after - before) / abs(before) if before else math.inf
         out.append(ChangePoint(index=b, before=before, after=after, change=change,
-                               p_value=_welch_p(y[edges[i]:b], y[b:edges[i + 2]]),
-                               n_before=len(seg_a), n_after=len(seg_b)))
+                               p_value=_welch_p(ya, yb), n_before=len(seg_a),
+                               n_after=len(seg_b), low=low, high=high, level=level))
     return out
 
 

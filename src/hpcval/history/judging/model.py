@@ -42,11 +42,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from hpcval.core.errors import InputError
+from hpcval.history.judging import modes
 from hpcval.history.judging.settings import FigureSettings
 
 
@@ -127,6 +128,11 @@ class FigureVerdict:
     dispersion: dict[str, float] | None = None
     #: confidence level of [ci_low, ci_high]
     ci_level: float | None = None
+    #: the run statistic judged: "median", or "fast" (the fast mode of a
+    #: two-moded figure: :mod:`hpcval.history.judging.modes`)
+    statistic: str = "median"
+    #: the slow-mode share test of a two-moded figure (ShareTest.as_dict)
+    slow_share: dict[str, float] | None = None
 
     @property
     def worse_by(self) -> float | None:
@@ -179,6 +185,10 @@ class _Assessment:
     #: dispersion test: (current, baseline typical, ratio, one-sided p)
     dispersion: tuple[float, float, float, float] | None = None
     family: str = ""
+    statistic: str = "median"
+    share: Any = None  # modes.ShareTest of a two-moded figure
+    #: the current run of a two-moded figure has no sample in the fast mode
+    fast_absent: bool = False
 
 
 def _check_values(values: Sequence[float], what: str) -> np.ndarray:
@@ -239,6 +249,30 @@ def pooled_spread(medians: Sequence[float], level_starts: Sequence[int] = ()
     return math.sqrt(float(np.sum(dev * dev)) / df), df, int(dev.size)
 
 
+#: Runs from which the tails of the run-to-run noise are read (fewer: normal).
+TAIL_RUNS = 15
+
+
+def _tail_df(medians: np.ndarray, level_starts: Sequence[int]) -> int:
+    """Degrees of freedom of a t distribution with the excess kurtosis of the
+    run medians' deviations from their levels (moment matching: nu = 4 + 6 /
+    kurtosis, at least 4); a large number when there are fewer than
+    :data:`TAIL_RUNS` runs or no excess kurtosis."""
+    x = np.asarray(medians, dtype=float)
+    if x.size < TAIL_RUNS:
+        return 10**6
+    edges = sorted({0, *[i for i in level_starts if 0 < i < x.size], x.size})
+    dev = np.concatenate([x[a:b] - x[a:b].mean() for a, b in zip(edges, edges[1:],
+                                                                   strict=False) if b - a >= 2])
+    sd2 = float(np.mean(dev * dev))
+    if dev.size < TAIL_RUNS or sd2 <= 0:
+        return 10**6
+    kurt = float(np.mean(dev ** 4)) / (sd2 * sd2) - 3.0
+    if kurt <= 0:
+        return 10**6
+    return max(4, int(4 + 6 / kurt))
+
+
 def _dispersion(x: np.ndarray) -> float | None:
     """Within-run dispersion: the MAD of the (log) samples as an sd; None if < 3."""
     if x.size < 3:
@@ -284,36 +318,81 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
     starts = [s - cut for s in starts if s - cut > 0]
     if len(runs) < fs.k:
         return None
-    level_runs = runs[-fs.k:]
+    # the level: the last k runs, from the newest level a person accepted on
+    # (a held or regressed run accepted as the new level is not averaged with
+    # the old level's runs; its interval is wider while it has fewer than k)
+    first = max([len(runs) - fs.k, *starts])
+    level_runs = runs[first:]
     positive = bool(np.all(cur > 0) and all(np.all(r > 0) for r in runs))
     scale = "log" if positive else "linear"
     tr = np.log if positive else (lambda a: a)
-    medians = np.array([float(np.median(tr(r))) for r in runs])
-    level_medians = medians[-fs.k:]
+    # the run statistic: the median, or for a two-moded figure its fast mode
+    # (docs/judging.md, "Which statistic")
+    statistic, cut = "median", None
+    all_runs = runs
+    if positive and fs.statistic in ("fast", "auto"):
+        cut = modes.split([np.log(r) for r in runs])
+        if fs.statistic == "fast" or cut is not None:
+            statistic = "fast"
+        if cut is not None:
+            # the fast mode's level comes from the runs that have fast samples (a
+            # run wholly in the slow mode counts in the slow-mode share only)
+            keep = [i for i, r in enumerate(runs)
+                    if modes.fast_side(np.log(r), cut, better).size >= modes.MIN_FAST]
+            if len(keep) >= fs.k:
+                starts = sorted({sum(1 for i in keep if i < s0) for s0 in starts} - {0})
+                runs = [runs[i] for i in keep]
+                first = max([len(runs) - fs.k, *starts])
+                level_runs = runs[first:]
+
+    def level_of(x: np.ndarray) -> float:
+        if statistic == "median":
+            return float(np.median(tr(x)))
+        if cut is not None:  # the fast mode's own centre; a run without one: its fast end
+            side = modes.fast_side(tr(x), cut, better)
+            if side.size >= modes.MIN_FAST:
+                return float(np.median(side))
+        return modes.fast_level(tr(x), better)
+
+    def level_var(x: np.ndarray) -> float:
+        if statistic == "median":
+            return _median_var(tr(x))
+        if cut is not None:
+            side = modes.fast_side(tr(x), cut, better)
+            if side.size >= modes.MIN_FAST:
+                return _median_var(side)
+        return modes.fast_var(tr(x), better)
+
+    medians = np.array([level_of(r) for r in runs])
+    level_medians = medians[first:]
     base = float(np.mean(level_medians))
     spread, df, used = pooled_spread(medians, starts)
     if math.isnan(spread):  # every level has one run: fall back to the last k runs
-        spread, df, used = float(np.std(level_medians, ddof=1)), fs.k - 1, fs.k
+        spread, df, used = float(np.std(medians[-fs.k:], ddof=1)), fs.k - 1, fs.k
     spread2 = spread * spread
     if not positive:  # the floor is relative: on a linear scale relative to the level
         floor = (fs.min_spread * abs(base)) ** 2
     else:
         floor = fs.min_spread ** 2
-    within = [_median_var(tr(r)) for r in runs]
+    within = [level_var(r) for r in runs]
     within = [v for v in within if not math.isnan(v)]
     v_bar = float(np.mean(within)) if within else 0.0
     # The current run's within-run variance can widen the interval, never narrow it:
     # from 5 samples it is too rough to trust a small value (lab: bw_256KiB).
-    v_cur = _median_var(tr(cur))
+    v_cur = level_var(cur)
     v_cur = v_bar if math.isnan(v_cur) else max(v_cur, v_bar)
     spread2 = max(spread2, floor, v_bar)
     between = max(spread2 - v_bar, 0.0)
     k = len(level_runs)
     var_pred = between + v_cur + spread2 / k
     se = math.sqrt(var_pred)
-    cur_level = float(np.median(tr(cur)))
+    cur_level = level_of(cur)
     diff = cur_level - base
     df = max(int(df), 1)
+    # heavy tails between runs: the t reference's degrees of freedom from the
+    # run medians' excess kurtosis (a t(nu) has 6 / (nu - 4)), never more than
+    # the spread's own (docs/judging.md, "Which statistic")
+    df = min(df, _tail_df(medians, starts))
     tstat = diff / se
     # worse: smaller for higher-better figures, larger for lower-better
     p_lower = float(_stats().t.cdf(tstat, df))
@@ -321,16 +400,24 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
     p_worse, p_better = (p_lower, p_higher) if better == "higher" else (p_higher, p_lower)
     inv = np.exp if positive else (lambda a: a)
     disp = None
-    if fs.unstable > 0:
+    # a two-moded figure's MAD measures the share of its slow mode, not its
+    # scatter: its stability is the slow-mode share test (modes.share_test)
+    if fs.unstable > 0 and cut is None:
         rel = (lambda a: np.log(a)) if positive else (lambda a: a / abs(base) if base else a)
         disp = _dispersion_test(rel(cur), [rel(r) for r in runs], fs)
     return _Assessment(
         better=better, settings=fs, scale=scale, base_level=base, cur_level=cur_level,
         diff=diff, se=se, df=df, p_worse=p_worse, p_better=p_better, between_var=between,
         within_var_current=v_cur, baseline_runs=k, samples=int(cur.size),
-        baseline_median=float(inv(base)), current_median=float(np.median(cur)),
+        baseline_median=float(inv(base)),
+        current_median=float(inv(cur_level)) if statistic == "fast" else float(np.median(cur)),
         spread=math.sqrt(spread2) if positive else math.sqrt(spread2) / (abs(base) or 1.0),
         spread_runs=used, medians=tuple(float(m) for m in medians), dispersion=disp,
+        statistic=statistic,
+        share=(modes.share_test([np.log(r) for r in all_runs], np.log(cur), cut, better)
+               if cut is not None else None),
+        fast_absent=(cut is not None
+                     and modes.fast_side(np.log(cur), cut, better).size < modes.MIN_FAST),
     )
 
 

@@ -10,6 +10,9 @@
     spread_runs: 30      # accepted runs the run-to-run spread is estimated from
     unstable: 3          # within-run spread grown by this factor (and significantly): unstable
     unstable_fails: true # an `unstable` figure fails the run like `regressed`
+    hold_factor: 2       # a run whose figure moved by this factor (either way) is held
+                         # out of baselines until a person accepts it (0: never held)
+    statistic: median    # the run statistic: median, fast (the fast mode) or auto
     families:            # figures judged together (one test), by glob; first match wins
       network: ["imb_pingpong_*/bw_*", "imb_pingpong_*/lat_64KiB"]
     figures:             # overrides by glob on "<check>/<variable>", first match wins
@@ -33,7 +36,13 @@ from hpcval.core.errors import InputError
 
 CORRECTIONS = ("holm", "bh")
 #: Keys that may appear at the top level and (except ``correction``) per figure.
-FIGURE_KEYS = ("k", "threshold", "alpha", "min_spread", "spread_runs", "unstable")
+FIGURE_KEYS = ("k", "threshold", "alpha", "min_spread", "spread_runs", "unstable",
+               "hold_factor", "statistic")
+#: Run statistics (docs/judging.md, "Which statistic"): the median of a run's
+#: samples; ``fast``: the fast mode (a quantile on the figure's better side) and
+#: the share of samples in the slow mode; ``auto``: ``fast`` where the samples
+#: are two-moded (the figure's history shows a gap), else the median.
+STATISTICS = ("median", "fast", "auto")
 TOP_KEYS = (*FIGURE_KEYS, "correction", "unstable_fails", "families", "figures")
 
 
@@ -47,6 +56,8 @@ class FigureSettings:
     min_spread: float = 0.005
     spread_runs: int = 30
     unstable: float = 3.0
+    hold_factor: float = 2.0
+    statistic: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class JudgingSettings:
     min_spread: float = 0.005
     spread_runs: int = 30
     unstable: float = 3.0
+    hold_factor: float = 2.0
+    statistic: str = "auto"
     unstable_fails: bool = True
     #: ``(glob on "check/variable", overrides)``, first match wins
     overrides: tuple[tuple[str, Mapping[str, float]], ...] = field(default_factory=tuple)
@@ -76,7 +89,8 @@ class JudgingSettings:
     def for_figure(self, key: str) -> FigureSettings:
         """Settings of figure ``key`` (``"<check>/<variable>"``)."""
         base = FigureSettings(self.k, self.threshold, self.alpha, self.min_spread,
-                              self.spread_runs, self.unstable)
+                              self.spread_runs, self.unstable, self.hold_factor,
+                              self.statistic)
         for pattern, values in self.overrides:
             if fnmatch.fnmatchcase(key, pattern):
                 return replace(base, **values)
@@ -189,6 +203,19 @@ def _figure_values(data: Mapping[str, Any], source: str, prefix: str) -> dict[st
                              "least 1 such as 3 (within-run spread grown 3x), or 0 to judge no "
                              "stability")
         out["unstable"] = float(f)
+    if "hold_factor" in data:
+        f = data["hold_factor"]
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (f == 0 or f > 1):
+            raise InputError(f"{source}: {prefix}hold_factor: '{_shown(f)}' must be a factor "
+                             "above 1 such as 2 (a figure moved 2x holds its run out of "
+                             "baselines until a person accepts it), or 0 to hold no run")
+        out["hold_factor"] = float(f)
+    if "statistic" in data:
+        st = data["statistic"]
+        if st not in STATISTICS:
+            raise InputError(f"{source}: {prefix}statistic: '{_shown(st)}' is not known; use "
+                             f"{', '.join(STATISTICS)} (docs/judging.md, 'Which statistic')")
+        out["statistic"] = st
     for name, low, high in (("threshold", 0.0, 1.0), ("alpha", 0.0, 0.5),
                             ("min_spread", 0.0, 1.0)):
         if name in data:

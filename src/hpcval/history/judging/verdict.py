@@ -33,6 +33,7 @@ from hpcval.history.judging.model import (
     _threshold_better,
     _threshold_on_scale,
 )
+from hpcval.history.judging.modes import SHARE_THRESHOLD
 from hpcval.history.judging.needed import _needed, _needed_text, _pct, _t_quantile
 from hpcval.history.judging.settings import FigureSettings, JudgingSettings
 
@@ -85,7 +86,22 @@ def _decide(a: _Assessment, fam: _Family, unstable_p: float | None) -> FigureVer
             disp["p"] = unstable_p
         unstable = (unstable_p is not None and unstable_p < fs.alpha
                     and ratio >= fs.unstable > 0)
-    if sig_worse and worse_by >= fs.threshold:
+    share = a.share
+    # two tests of a two-moded figure (its fast mode, its slow-mode share): the
+    # share's at half the level (Bonferroni), so that a clean run stays at alpha
+    share_jumped = (share is not None and share.p < fs.alpha / 2 and share.low > 0
+                    and share.now - share.before >= SHARE_THRESHOLD)
+    if a.fast_absent and share is not None:
+        # no sample in the fast mode: the fast level is unknown, and whether the
+        # mode vanished is the share's question (clean runs of few samples may
+        # miss it by chance: the lab's 5-sample latencies did, 1 run in 16)
+        gone = share.p < fs.alpha / 2
+        outcome = "regressed" if gone else "inconclusive"
+        note = (f"fast mode gone: {share.now:.0%} of the samples beyond {share.split:.4g} "
+                f"(slow-mode share {share.before:.0%} before, p={share.p:.2g})")
+        if not gone:
+            note += "; more samples per run tell a vanished mode from chance"
+    elif sig_worse and worse_by >= fs.threshold:
         outcome, note = "regressed", f"worse by {worse_by:.1%}, beyond the {pct} threshold"
         if not rej_worse:
             note += " (its interval lies wholly beyond it)"
@@ -93,6 +109,11 @@ def _decide(a: _Assessment, fam: _Family, unstable_p: float | None) -> FigureVer
         outcome = "unstable"
         note = (f"within-run spread {disp['current']:.1%} vs {disp['baseline']:.1%} "
                 f"({disp['ratio']:.1f}x, p={unstable_p:.2g})")
+    elif share_jumped:
+        outcome = "unstable"
+        note = (f"slow-mode share {share.before:.0%} -> {share.now:.0%} "
+                f"(+{100 * share.low:.0f} .. +{100 * share.high:.0f} points, "
+                f"p={share.p:.2g}): samples beyond {share.split:.4g} wait")
     elif sig_worse:
         outcome, note = "warn", f"worse by {worse_by:.1%}: significant, within the {pct} threshold"
     elif sig_better and -worse_by >= fs.threshold:
@@ -110,6 +131,7 @@ def _decide(a: _Assessment, fam: _Family, unstable_p: float | None) -> FigureVer
         threshold=fs.threshold, baseline_runs=a.baseline_runs, samples=a.samples,
         family=fam.name if size > 1 else "", spread=a.spread, spread_runs=a.spread_runs,
         level_runs=a.baseline_runs, dispersion=disp, ci_level=1 - 2 * level,
+        statistic=a.statistic, slow_share=share.as_dict() if share is not None else None,
     )
 
 
