@@ -24,8 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     up = sub.add_parser("up", help="create the lab and wait until all nodes are idle")
     up.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
-    up.add_argument("--fabric", default="unshaped", choices=list(PROFILES),
-                    help="fabric profile of the links (default unshaped)")
+    up.add_argument("--fabric", default="unshaped",
+                    help="fabric profile of the links (default unshaped): "
+                    f"{', '.join(PROFILES)}, or a rate in Mbit/s such as 50m")
     up.add_argument("--service-node", action="store_true",
                     help="also create node lab-svc in partition 'service' (1 CPU) for jobs "
                     "that drive others, e.g. scheduled validation (docs/scheduling.md)")
@@ -43,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     st.set_defaults(func=_status)
 
     fab = sub.add_parser("fabric", help="switch the links of a running lab to a profile")
-    fab.add_argument("profile", nargs="?", choices=list(PROFILES),
-                     help="profile to apply; without it, list profiles and the current one")
+    fab.add_argument("profile", nargs="?",
+                     help=f"profile to apply ({', '.join(PROFILES)}, or a rate in Mbit/s "
+                     "such as 50m); without it, list profiles and the current one")
     where = fab.add_mutually_exclusive_group()
     where.add_argument("--node", metavar="NODE",
                        help="shape only this compute node's link (e.g. lab-n3: one slow NIC); "

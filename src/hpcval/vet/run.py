@@ -182,6 +182,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
                                      follow_up_rounds=opts.follow_up_rounds)
         job_id = alloc.job_id
         steps = alloc.steps
+        step_seconds = dict(alloc.step_seconds)
     judge_nodes(verdict, node_samples, opts.judging, site.references())
     if gpu_samples:
         from hpcval.vet.gpu import judge_gpus  # GPU partitions only
@@ -193,7 +194,8 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         "environ": site.env_name, "job_id": job_id, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(wall, 1), "jobs": 1,
-        "steps": steps, "plan": asdict(the_plan) | {"steps": the_plan.steps},
+        "steps": steps, "step_seconds": step_seconds,
+        "plan": asdict(the_plan) | {"steps": the_plan.steps},
         "rounds": len(camp.rounds), "follow_up_rounds": len(camp.follow_up_rounds),
         "schedule": [[list(p) for p in r] for r in camp.rounds + camp.follow_up_rounds],
         "cpu_seconds_machine": round(_cpu_busy() - cpu0, 1),

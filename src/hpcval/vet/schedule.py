@@ -25,8 +25,10 @@ def pair(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def tournament(nodes: Sequence[str]) -> list[list[Pair]]:
-    """All pairs of ``nodes`` in rounds of disjoint pairs (circle method)."""
+def tournament(nodes: Sequence[str], limit: int | None = None) -> list[list[Pair]]:
+    """All pairs of ``nodes`` in rounds of disjoint pairs (circle method); only
+    the first ``limit`` rounds where given (a 16,384-node plan of 7 rounds is
+    then 7 rounds of work, not 16,383)."""
     players: list[str | None] = list(nodes)
     if len(players) < 2:
         return []
@@ -34,7 +36,7 @@ def tournament(nodes: Sequence[str]) -> list[list[Pair]]:
         players.append(None)  # a bye: whoever meets it sits the round out
     n = len(players)
     rounds = []
-    for _ in range(n - 1):
+    for _ in range(n - 1 if limit is None else min(limit, n - 1)):
         rnd = []
         for i in range(n // 2):
             a, b = players[i], players[n - 1 - i]
@@ -55,8 +57,7 @@ def plan(nodes: Sequence[str], max_rounds: int | None = None) -> list[list[Pair]
     with nodes listed by switch that would pair a node mostly with one switch.
     """
     order = sorted(nodes, key=lambda n: hashlib.sha256(n.encode()).hexdigest())
-    rounds = tournament(order)
-    return rounds if max_rounds is None else rounds[:max_rounds]
+    return tournament(order, max_rounds)
 
 
 def pack(pairs: Iterable[Pair]) -> list[list[Pair]]:

@@ -133,6 +133,8 @@ class Allocation:
         self.job_id = ""
         #: srun steps started in this allocation
         self.steps = 0
+        #: each step's name and seconds, in order
+        self.step_seconds: list[tuple[str, float]] = []
 
     def __enter__(self) -> Allocation:
         cmd = [_require("salloc"), "--no-shell", "--job-name=hpcval-vet", "--exclusive",
@@ -177,7 +179,9 @@ class Allocation:
         """Run one step (:meth:`step`) to its end; past ``timeout`` it is killed."""
         full, extra = self.step(hosts, cmd, workdir / f"hosts-{key}", mpi, independent)
         self.steps += 1
-        return run_step(key, full, {**env, **extra}, timeout)
+        res = run_step(key, full, {**env, **extra}, timeout)
+        self.step_seconds.append((key, round(res.seconds, 1)))
+        return res
 
 
 @dataclass
