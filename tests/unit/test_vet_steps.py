@@ -65,6 +65,12 @@ def test_a_group_placed_elsewhere_than_planned_is_not_taken() -> None:
     assert lost[1] == "ranks 2-3 ran on lab-n3+lab-n4, not lab-n4+lab-n3"
 
 
+def test_hosts_named_otherwise_than_nodes_are_checked_for_consistency() -> None:
+    hosts = {0: "c001.x", 1: "c002.x", 2: "c001.x", 3: "c003.x"}
+    assert measure._misplaced(hosts, ["n1", "n2", "n1", "n3"]) == set()
+    assert measure._misplaced(hosts, ["n1", "n2", "n3", "n4"]) == {"n3"}
+
+
 def test_a_killed_world_loses_every_group() -> None:
     text = step("round1-6nodes.out").stdout.split("# All processes entering")[0]
     got, lost = measure.multi_pingpong(text, [("lab-n2", "lab-n6"), ("lab-n3", "lab-n4"),
