@@ -189,7 +189,9 @@ def test_the_steps_do_not_grow_from_6_to_32_nodes(lab6: None, tmp_path: Path) ->
             vslurm.resume(SLOW)
         proc, watch = watched_vet(tmp_path / str(nodes), "--samples", "3", "--triad-n",
                                   "1000000", "--follow-up", "0")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        # 0 or 1: what it names is not this test's matter (on 2 shared cores a node's
+        # shared-memory PingPong may fall below the site's bound); 4 would be a loss
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
         result = json.loads(next((tmp_path / str(nodes)).glob("lab/vet/*/vet.json")
                                  ).read_text())
         assert len(result["verdict"]["nodes"]) == nodes
