@@ -17,9 +17,9 @@ and how many injected faults were named / healthy nodes, links and switches
 named (false alarms), summed over the trials.
 
 Wall time is a model, not a measurement: ``--node-step-seconds`` per per-node
-step (the lab's per-node phase: 11 waves in 10-15 s, docs/vet.md) and
-``--round-seconds`` per round (a lab round at 1g, 5 samples of 1 MiB including
-srun and MPI start-up: 6.5 s). Not modelled: how MPI start-up of one world of
+step (the 32-node lab: probe 4 s, triad 15 s, PingPong 15-23 s, docs/vet.md)
+and ``--round-seconds`` per round (a 32-node lab round at 50 Mbit/s on 2 busy
+cores: 22-38 s, including srun and MPI start-up). Not modelled: how MPI start-up of one world of
 thousands of ranks grows with N, and a fabric that slows concurrent pairs.
 
     .venv/bin/python bench/vet_simulate.py [--trials 20] [--sizes 64,512,4096,16384]
@@ -43,9 +43,13 @@ from hpcval.vet.schedule import pair
 from hpcval.vet.simulate import SimulatedFabric, cluster, inject
 
 SWITCH = {64: 16}
-#: per-node steps: the probe, then one step per sample of triad and of
-#: shared-memory PingPong (5 + 5 with the default 5 samples)
-NODE_STEPS = 1 + 5 + 5
+#: per-node steps of hpcval vet: the probe, the triad (each node's task takes
+#: its 5 samples one after the other) and the shared-memory PingPong (IMB -multi
+#: 1, every node at once): one step each over the whole allocation
+NODE_STEPS = 3
+#: what the per-node phase took before, one step per node and sample (probe,
+#: 5 triad, 5 PingPong): the "one step per node and pair" column
+NODE_STEPS_PER_NODE_BEFORE = 1 + 5 + 5
 
 
 def trials_for(n: int, trials: int) -> int:
@@ -86,7 +90,7 @@ def trial(n: int, rng: np.random.Generator, args: argparse.Namespace) -> dict:
     bad = {*injected.slow30, injected.slow90}
     return {
         "rounds": len(camp.rounds), "follow": len(camp.follow_up_rounds),
-        "pair_steps": camp.steps, "judging": judging[0],
+        "pair_steps": camp.pairs_measured, "judging": judging[0],
         "slow30": len(named_nodes & set(injected.slow30)),
         "slow90": int(injected.slow90 in named_nodes),
         "links": len(named_links & set(faults.slow_links)), "switch": int(slow_sw in named_sw),
@@ -115,7 +119,8 @@ def row(r: dict, args: argparse.Namespace) -> str:
     t, n = r["trials"], r["n"]
     rounds_min, rounds_max = r["rounds"] + r["follow_min"], r["rounds"] + r["follow_max"]
     steps = f"{NODE_STEPS + rounds_min}-{NODE_STEPS + rounds_max}"
-    before = f"{NODE_STEPS * n + r['pair_steps_min']:,}-{NODE_STEPS * n + r['pair_steps_max']:,}"
+    per_node = NODE_STEPS_PER_NODE_BEFORE * n
+    before = f"{per_node + r['pair_steps_min']:,}-{per_node + r['pair_steps_max']:,}"
     node_phase = NODE_STEPS * args.node_step_seconds
     wall = f"{node_phase + rounds_min * args.round_seconds:.0f}-" \
            f"{node_phase + rounds_max * args.round_seconds:.0f} s"
@@ -135,10 +140,10 @@ def main() -> None:
                     help="log-normal sigma of a sample (lab at 1g under load: 0.15; at 100m: "
                     "0.007)")
     ap.add_argument("--dip-rate", type=float, default=0.05)
-    ap.add_argument("--round-seconds", type=float, default=6.5,
-                    help="wall time of one round of pairs (lab at 1g: 6.5 s)")
-    ap.add_argument("--node-step-seconds", type=float, default=15 / 11,
-                    help="wall time of one per-node step (lab: 11 waves in 10-15 s)")
+    ap.add_argument("--round-seconds", type=float, default=30.0,
+                    help="wall time of one round of pairs (32-node lab: 22-38 s)")
+    ap.add_argument("--node-step-seconds", type=float, default=38 / 3,
+                    help="wall time of one per-node step (32-node lab: 4 + 15 + 19 s)")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--sizes", default="64,512,4096,16384",
                     help="partition sizes (4096 runs a quarter of the trials, 16,384 an "

@@ -185,6 +185,41 @@ def test_multi_1_gives_one_row_per_group(data_dir):
     assert result.table("Allreduce", processes=4).value(4, "t_max_usec") == 31.42
 
 
+def test_multi_1_splits_into_one_table_per_group(data_dir):
+    """What hpcval vet runs: every node's (or pair's) PingPong at once, one group
+    each; -msglen with repeated sizes gives one row per sample and group."""
+    result = parse_imb(read(data_dir, "multi1_pingpong_msglen_np6_impi2021.18.txt"))
+    pp = result.table("Multi-PingPong")
+    assert pp.groups == 3 and pp.members == {0: (0, 1), 1: (2, 3), 2: (4, 5)}
+    tables = pp.group_tables()
+    assert list(tables) == [0, 1, 2]
+    assert tables[1].columns == ("bytes", "repetitions", "t_usec", "mbytes_per_sec")
+    assert [r["mbytes_per_sec"] for r in tables[1].rows if r["bytes"] == 1048576] == [
+        7324.60, 7079.21, 8752.85]
+    assert [r["t_usec"] for r in tables[2].rows if r["bytes"] == 8] == [7.52, 12.35, 5.46]
+    assert tables[0].members == {0: (0, 1)} and result.hosts == {}
+
+
+def test_multi_1_placement_ties_groups_to_hosts(data_dir):
+    """Recorded on the lab: srun --distribution=arbitrary with SLURM_HOSTFILE
+    lab-n3, lab-n5, lab-n1, lab-n8 and I_MPI_DEBUG=4: rank 0-1 (group 0) on
+    lab-n3 and lab-n5, group 1 on lab-n1 and lab-n8."""
+    result = parse_imb(read(data_dir, "multi1_pingpong_msglen_arbitrary_lab_np4_impi2021.18.txt"))
+    assert result.hosts == {0: "lab-n3", 1: "lab-n5", 2: "lab-n1", 3: "lab-n8"}
+    tables = result.table("Multi-PingPong").group_tables()
+    hosts = {g: tuple(result.hosts[r] for r in t.members[g]) for g, t in tables.items()}
+    assert hosts == {0: ("lab-n3", "lab-n5"), 1: ("lab-n1", "lab-n8")}
+    assert [r["mbytes_per_sec"] for r in tables[1].rows if r["bytes"] == 1048576] == [
+        62.92, 99.76, 89.84]
+    assert result.finished
+
+
+def test_group_tables_needs_multi_1(data_dir):
+    result = parse_imb(read(data_dir, "multi0_pingpong_allreduce_np4_impi2021.18.txt"))
+    with pytest.raises(ParseError, match="-multi 1"):
+        result.table("Multi-PingPong").group_tables()
+
+
 def test_show_tail_is_not_an_option_of_imb_2021(data_dir):
     """IMB 2021.11 (the installed one) and the upstream sources know no
     ``-show_tail``: IMB takes the words for benchmark names, says so, and runs."""

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from hpcval.lab import cluster
 from hpcval.lab.fabric import PROFILES
 from hpcval.lab.layout import NODE_IFACE
+from hpcval.lab.system import LabError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,9 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fab.add_argument("profile", nargs="?", type=_profile, metavar="PROFILE",
                      help=f"profile to apply: {', '.join(PROFILES)}, or a rate in Mbit/s such "
                      "as 200m; without it, list profiles and the current one")
-    fab.add_argument("--node", metavar="NODE",
-                     help="shape only this compute node's link (e.g. lab-n3: one slow NIC); "
-                     "the other links keep their profile")
+    where = fab.add_mutually_exclusive_group()
+    where.add_argument("--node", metavar="NODE",
+                       help="shape only this compute node's link (e.g. lab-n3: one slow NIC); "
+                       "the other links keep their profile")
+    where.add_argument("--link", metavar="A,B",
+                       help="shape only the traffic between nodes A and B (e.g. "
+                       "lab-n2,lab-n5: one slow cable); their other traffic keeps its profile")
     fab.set_defaults(func=_fabric)
 
 
@@ -127,7 +132,15 @@ def _fabric(args: argparse.Namespace) -> int:
             extra = f"  ({', '.join(nodes)})" if nodes else ""
             print(f"{mark} {prof.name:<9} {prof.description}{extra}")
         return 0
-    prof = cluster.set_fabric(args.profile, node=args.node)
-    where = f"{args.node}'s link" if args.node else "fabric"
+    link = None
+    if args.link:
+        ends = args.link.split(",")
+        if len(ends) != 2:
+            raise LabError(f"--link {args.link}: two nodes separated by a comma, e.g. "
+                           "lab-n2,lab-n5")
+        link = (ends[0], ends[1])
+    prof = cluster.set_fabric(args.profile, node=args.node, link=link)
+    where = (f"{args.node}'s link" if args.node else
+             f"the link {link[0]}<->{link[1]}" if link else "fabric")
     print(f"lab: {where} is now '{prof.name}' ({prof.description})")
     return 0

@@ -9,7 +9,7 @@ from hpcval.core.errors import InputError
 from hpcval.vet import report, sitecfg
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.measure import Settings
-from hpcval.vet.run import Options, gate, vet
+from hpcval.vet.run import EXIT_INCOMPLETE, Options, gate, vet
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "partition (median and MAD) and the site's references; name slow nodes, links and "
         "switches with their evidence. Results: var/<site>/vet/<id>/ (vet.json, vet.html, "
         "vet.txt). Exit 0: nothing named; 1: a node, link or switch named (or --gate says "
-        "no); 2: wrong input; 3: Slurm or the results store failed.")
+        "no); 2: wrong input (also: a plan over the cluster's MaxStepCount, a triad size "
+        "past the memory); 3: Slurm or the results store failed; 4: incomplete, a node or "
+        "pair could not be measured (named with the cause).")
     p.add_argument("--site", required=True, help="site name (site-configs/<site>/)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--partition", help="Slurm (or ReFrame) partition; default: the "
@@ -44,7 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-effect", type=float, default=None,
                    help="smallest relative loss of pair bandwidth that names a node or link "
                    "(default 0.15)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--triad-n", type=int, default=None,
+                   help="doubles per triad array (default: each array 4x the node's "
+                   "last-level cache); refused past half the memory available per node")
+    p.add_argument("--quiet", action="store_true", help="no progress lines (the plan is "
+                   "still printed)")
     p.set_defaults(func=_vet)
 
 
@@ -60,19 +66,29 @@ def _vet(args: argparse.Namespace) -> int:
     judging = JudgeSettings()
     if args.min_effect is not None:
         judging.min_effect["pingpong_bw_1MiB"] = args.min_effect
-    opts = Options(settings=Settings(samples=args.samples), judging=judging,
+    if args.triad_n is not None and args.triad_n < 1000:
+        raise InputError("--triad-n: at least 1000 doubles per array; exit 2")
+
+    def announce(msg: str) -> None:
+        print(f"vet: {msg}", file=sys.stderr, flush=True)
+
+    opts = Options(settings=Settings(samples=args.samples, triad_n=args.triad_n),
+                   judging=judging,
                    max_rounds=args.max_rounds, follow_up_rounds=args.follow_up)
     if args.gate:
-        ok, result, paths = gate(site, args.gate, opts, progress, peers_wanted=args.peers)
+        ok, result, paths = gate(site, args.gate, opts, progress, peers_wanted=args.peers,
+                                  announce=announce)
         print(report.text(result), end="")
         print(f"gate {args.gate}: {'YES' if ok else 'NO'}"
               + ("" if ok else f" (drained: {', '.join(result.get('drained', []))})"))
         print(f"results: {paths['text'].parent}")
         return 0 if ok else 1
-    result, paths = vet(site, args.nodes, opts, progress, drain=args.drain)
+    result, paths = vet(site, args.nodes, opts, progress, drain=args.drain, announce=announce)
     print(report.text(result), end="")
     if result.get("drained"):
         print(f"drained: {', '.join(result['drained'])}")
     print(f"results: {paths['json']}  {paths['html']}")
+    if result["unmeasured"]:  # an incomplete vetting is never read as done
+        return EXIT_INCOMPLETE
     named = result["verdict"]["culprits"]
     return 1 if named else 0

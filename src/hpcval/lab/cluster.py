@@ -330,15 +330,26 @@ def status(state_dir: Path | None = None) -> LabStatus:
 
 
 def set_fabric(profile: str, state_dir: Path | None = None,
-               node: str | None = None) -> fabric_mod.FabricProfile:
-    """Switch a running lab to fabric ``profile``: every link, or only ``node``'s."""
+               node: str | None = None,
+               link: tuple[str, str] | None = None) -> fabric_mod.FabricProfile:
+    """Switch a running lab to fabric ``profile``: every link, only ``node``'s, or
+    only the traffic between the two nodes of ``link``."""
     require_root("fabric")
     state_dir = state_dir or default_state_dir()
     state = LabState.load(state_dir / "state.json")
     if state is None or not state.ready:
         raise LabError("no lab is up (run 'hpcval lab up --nodes N' first)")
     layout = layout_from_state(state, state_dir)
+    if link is not None:
+        base = {n.name: state.node_fabric.get(n.name, state.fabric) for n in layout.nodes}
+        prof = fabric_mod.shape_pair(layout, *link, profile, base)
+        state.link_fabric[f"{link[0]}<->{link[1]}"] = prof.name
+        state.save(layout.state_file)
+        return prof
     prof = fabric_mod.apply_profile(layout, profile, node=node)
+    touched = {n.name for n in layout.nodes} if node is None else {node}
+    state.link_fabric = {k: v for k, v in state.link_fabric.items()
+                         if not set(k.split("<->")) & touched}
     if node is None:
         state.fabric = prof.name
         state.node_fabric = {}

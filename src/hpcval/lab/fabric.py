@@ -94,6 +94,38 @@ def apply_profile(layout: LabLayout, name: str, node: str | None = None) -> Fabr
     return profile
 
 
+#: the rate that stands for "unshaped" where a class needs one (htb has no "none")
+UNSHAPED_BPS = 100_000_000_000
+
+
+def shape_pair(layout: LabLayout, a: str, b: str, name: str, base: dict[str, str]) -> FabricProfile:
+    """Shape only the traffic between compute nodes ``a`` and ``b`` to profile
+    ``name`` (one slow cable or path between two nodes whose NICs are fine): on
+    each end, what it sends goes through an ``htb`` with two classes, the traffic
+    to the other end at the profile's rate and everything else at the end's own
+    profile (``base``: node -> profile name). What a node receives stays shaped
+    on its bridge port as before. Applying a node or fabric profile afterwards
+    replaces it."""
+    profile = get_profile(name)
+    ends = {n.name: n for n in layout.nodes if n.name in (a, b)}
+    if a == b or len(ends) != 2:
+        raise LabError(f"--link {a},{b}: two different lab nodes, e.g. lab-n2,lab-n5 (nodes: "
+                       f"{', '.join(n.name for n in layout.nodes)})")
+    for src, dst in ((ends[a], ends[b]), (ends[b], ends[a])):
+        own = get_profile(base.get(src.name, "unshaped")).rate_bps or UNSHAPED_BPS
+        slow = profile.rate_bps or UNSHAPED_BPS
+        dev, ns = NODE_IFACE, src.netns
+        run(["tc", "qdisc", "del", "dev", dev, "root"], netns=ns, check=False)
+        run(["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+            netns=ns)
+        for cls, rate in (("1:10", own), ("1:20", slow)):
+            run(["tc", "class", "add", "dev", dev, "parent", "1:", "classid", cls, "htb",
+                 "rate", f"{rate}bit", "ceil", f"{rate}bit"], netns=ns)
+        run(["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+             "u32", "match", "ip", "dst", f"{dst.address}/32", "flowid", "1:20"], netns=ns)
+    return profile
+
+
 def link_qdisc(dev: str, netns: str | None = None) -> str:
     """The root qdisc of ``dev`` as ``tc`` prints it (for status)."""
     proc = run(["tc", "qdisc", "show", "dev", dev, "root"], netns=netns, check=False)

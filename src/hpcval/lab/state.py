@@ -15,6 +15,8 @@ class LabState:
     fabric: str = "unshaped"
     #: compute node -> profile of its own link where it differs from ``fabric``
     node_fabric: dict[str, str] = field(default_factory=dict)
+    #: ``a<->b`` -> profile of the traffic between nodes a and b (one slow link)
+    link_fabric: dict[str, str] = field(default_factory=dict)
     #: daemon name -> {"pid": int, "exe": str}
     daemons: dict[str, dict[str, object]] = field(default_factory=dict)
     netns: list[str] = field(default_factory=list)

@@ -24,7 +24,13 @@ Variants read (each with a recorded output in ``tests/data/imb``):
   the table is kept under its printed name (``Multi-PingPong``) with
   :attr:`ImbTable.groups` = N and :attr:`ImbTable.processes` = M. With
   ``-multi 1`` every group has its own row (a ``group`` column) and blank
-  lines separate the sizes.
+  lines separate the sizes. :meth:`ImbTable.group_tables` splits such a table
+  into one table per group (its rows without the ``group`` column), and
+  :attr:`ImbTable.members` holds the ranks of each group as the banner lists
+  them (``# Group  0:     0    1``).
+* Intel MPI's rank placement table (``I_MPI_DEBUG=4``: ``[0] MPI startup():
+  Rank Pid Node name Pin cpu``) before the banner: :attr:`ImbResult.hosts`
+  (rank -> host), so a ``-multi`` group can be tied to the nodes it ran on.
 * Lines that are not rows inside a table — MPI runtime messages merged from
   stderr (Open MPI's ``[host:pid] N more processes have sent help message``,
   its ``-----`` help blocks, Intel MPI's ``[0] MPI startup(): ...``), bracketed
@@ -52,6 +58,9 @@ from hpcval.core.errors import ParseError
 _BENCH_RE = re.compile(r"^#\s*Benchmarking\s+(?P<name>\S+)")
 _PROCS_RE = re.compile(r"^#\s*#processes\s*=\s*(?P<n>\d+)")
 _GROUPS_RE = re.compile(r"^#\s*\(\s*(?P<groups>\d+)\s+groups? of\s+(?P<n>\d+)\s+process")
+_MEMBERS_RE = re.compile(r"^#\s*Group\s+(?P<group>\d+)\s*:(?P<ranks>(?:\s+\d+)+)\s*$")
+#: Intel MPI's placement table (I_MPI_DEBUG >= 4): ``[0] MPI startup(): 3  1234  lab-n8  {0-1}``
+_PLACEMENT_RE = re.compile(r"^\[\d+\] MPI startup\(\):\s+(?P<rank>\d+)\s+\d+\s+(?P<host>\S+)\s+\{")
 _VERSION_RE = re.compile(
     r"Intel\s?\(R\) MPI Benchmark(?:s| Suite)?\s+V?(?P<version>\d[\w.]*)")
 _HEADER_RE = re.compile(r"^(?:Group\s+)?#(?:bytes|repetitions)\b")
@@ -95,6 +104,25 @@ class ImbTable:
     #: IMB-EXT and IMB-RMA: ``AGGREGATE`` or ``NON-AGGREGATE`` (``# MODE: ...``
     #: above the table; both modes of a benchmark are two tables), else None.
     mode: str | None = None
+    #: ``-multi``: group -> its ranks in MPI_COMM_WORLD, as the banner lists them.
+    members: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def group_tables(self) -> dict[int, ImbTable]:
+        """``-multi 1``: one table per group (group number -> its rows, without the
+        ``group`` column), every group the banner lists, in order; a group IMB
+        printed no row for has an empty table. :class:`ParseError` for a table
+        without a ``group`` column (``-multi 0`` prints only the worst group)."""
+        if "group" not in self.columns:
+            raise ParseError(f"IMB {self.benchmark}: no per-group rows (columns: "
+                             f"{', '.join(self.columns)}); run it with -multi 1")
+        columns = tuple(c for c in self.columns if c != "group")
+        numbers = sorted(set(self.members) | {int(r["group"]) for r in self.rows})
+        out = {g: ImbTable(self.benchmark, self.processes, columns,
+                           members={g: self.members[g]} if g in self.members else {})
+               for g in numbers}
+        for r in self.rows:
+            out[int(r["group"])].rows.append({c: v for c, v in r.items() if c != "group"})
+        return out
 
     def sizes(self) -> list[int]:
         """Message sizes measured, in table order."""
@@ -140,6 +168,8 @@ class ImbResult:
     #: The run ended: ``All processes entering MPI_Finalize`` was printed (or,
     #: for IMB 2.x, which prints no such line, the output holds tables).
     finished: bool
+    #: rank -> host from Intel MPI's placement table (``I_MPI_DEBUG=4``); empty without it
+    hosts: dict[int, str] = field(default_factory=dict)
 
     def table(self, benchmark: str, processes: int | None = None,
               mode: str | None = None) -> ImbTable:
@@ -205,6 +235,8 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
     groups: int | None = None
     mode: str | None = None
     current: ImbTable | None = None
+    members: dict[int, tuple[int, ...]] = {}
+    hosts: dict[int, str] = {}
     finished = False
 
     lines = text.splitlines()
@@ -215,9 +247,16 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
             finished = True
             current = None
             continue
+        if m := _PLACEMENT_RE.match(line):
+            hosts[int(m.group("rank"))] = m.group("host")
+            continue
         if m := _BENCH_RE.match(line):
             benchmark, processes, groups, current = m.group("name"), None, None, None
             mode = None
+            members = {}
+            continue
+        if m := _MEMBERS_RE.match(line):
+            members[int(m.group("group"))] = tuple(int(r) for r in m.group("ranks").split())
             continue
         if m := _PROCS_RE.match(line):
             processes, groups, current, mode = int(m.group("n")), None, None, None
@@ -236,7 +275,8 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
             if benchmark is None or processes is None:
                 raise ParseError(f"{source}:{line_no}: table header outside a benchmark section")
             columns = tuple(normalise_column(c) for c in stripped.split())
-            current = ImbTable(benchmark, processes, columns, groups=groups, mode=mode)
+            current = ImbTable(benchmark, processes, columns, groups=groups, mode=mode,
+                               members=dict(members))
             tables.append(current)
             continue
         if stripped.startswith("#") or current is None:
@@ -267,7 +307,7 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
     if not finished and version is not None and version.split(".")[0].isdigit() \
             and int(version.split(".")[0]) < 3:
         finished = True  # IMB 2.x never prints the MPI_Finalize line
-    return ImbResult(version=version, tables=tables, finished=finished)
+    return ImbResult(version=version, tables=tables, finished=finished, hosts=hosts)
 
 
 def check_complete(result: ImbResult, benchmark: str, sizes: Iterable[int],

@@ -28,6 +28,13 @@ class Campaign:
 
     @property
     def steps(self) -> int:
+        """srun steps of the network phase: one per round (an MPI world over the
+        round's pairs, :func:`hpcval.vet.measure.pair_measure`)."""
+        return len(self.rounds) + len(self.follow_up_rounds)
+
+    @property
+    def pairs_measured(self) -> int:
+        """Pair measurements of all rounds (a pair measured again counts twice)."""
         return sum(len(r) for r in self.rounds + self.follow_up_rounds)
 
 

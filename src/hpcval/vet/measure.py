@@ -1,26 +1,34 @@
-"""The measurements of a vetting, as srun steps inside one allocation."""
+"""The measurements of a vetting: a constant number of srun steps in one allocation.
+
+Per node: one step for the probe (audit, CPU frequency, memory), one for the
+triad (every node's task runs its samples), one for the shared-memory PingPong
+(IMB -multi over two ranks per node). Per round of pairs: one step, an MPI world
+over the round's nodes whose IMB -multi groups are the round's pairs. A node
+or pair whose measurement failed or was lost is recorded with the cause
+(:attr:`NodeSamples.unmeasured`, ``causes``), never passed.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hpcval.core.errors import EnvironmentFault, ParseError
 from hpcval.core.paths import project_root
 from hpcval.node import sizing
-from hpcval.parsers.cfdio import parse_cfdio
-from hpcval.parsers.imb import parse_imb
+from hpcval.parsers.imb import ImbTable, parse_imb
 from hpcval.vet.probe import MARKER
 from hpcval.vet.schedule import Pair
 from hpcval.vet.sitecfg import VetSite
-from hpcval.vet.slurm import Allocation, StepResult, run_steps
+from hpcval.vet.slurm import Allocation, StepResult, by_task
 
 Progress = Callable[[str], None]
 
@@ -45,6 +53,8 @@ class NodeSamples:
     failures: list[str] = field(default_factory=list)
     #: measurement -> the size it ran at and why (:mod:`hpcval.node.sizing`)
     sizes: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: node -> what of it was not measured and why (a lost sample counts)
+    unmeasured: dict[str, list[str]] = field(default_factory=dict)
 
 
 def triad_size(site: VetSite, settings: Settings) -> sizing.Size:
@@ -81,11 +91,13 @@ def cfdio_binary(site: VetSite, build_dir: Path) -> str:
 
 
 def _imb(site: VetSite, msglen: Path, iterations: int) -> list[str]:
+    """IMB's multiple mode: ranks 0-1, 2-3, ... run PingPong at the same time, one
+    table row per group, message size and sample."""
     imb = shutil.which("IMB-MPI1", path=site.env.get("PATH"))
     if imb is None:
         raise EnvironmentFault(f"IMB-MPI1 not on the PATH of environment '{site.env_name}' "
                                "(install Intel MPI's benchmarks: make setup); exit 3")
-    return [imb, "PingPong", "-msglen", str(msglen), "-iter", str(iterations),
+    return [imb, "-multi", "1", "PingPong", "-msglen", str(msglen), "-iter", str(iterations),
             "-iter_policy", "off", "-mem", "1"]
 
 
@@ -96,14 +108,63 @@ def write_msglen(path: Path, samples: int) -> Path:
     return path
 
 
-def pingpong_samples(text: str, source: str) -> tuple[list[float], list[float]]:
-    """(1 MiB bandwidths in MB/s, 8 B one-way latencies in us) of one IMB run."""
-    table = parse_imb(text, source).table("PingPong")
+def pingpong_samples(table: ImbTable, source: str) -> tuple[list[float], list[float]]:
+    """(1 MiB bandwidths in MB/s, 8 B one-way latencies in us) of one PingPong table."""
     bw = [r["mbytes_per_sec"] for r in table.rows if int(r.get("bytes", -1)) == 1048576]
     lat = [r["t_usec"] for r in table.rows if int(r.get("bytes", -1)) == 8]
     if not bw:
         raise ParseError(f"{source}: no 1 MiB PingPong rows")
     return bw, lat
+
+
+def _misplaced(hosts: dict[int, str], planned: Sequence[str]) -> set[str]:
+    """Planned nodes whose ranks did not run where planned, from Intel MPI's
+    placement (rank -> host name). Where the host names are the Slurm node names
+    (short names compared) they must match; where a site names its hosts
+    otherwise, every node must map to one host and every host to one node."""
+    names = set(planned)
+    short = {r: h.split(".")[0] for r, h in hosts.items()}
+    if any(h in names for h in short.values()):
+        return {n for r, n in enumerate(planned) if r in short and short[r] != n}
+    bad: set[str] = set()
+    host_of: dict[str, str] = {}
+    node_of: dict[str, str] = {}
+    for r, n in enumerate(planned):
+        if r in short and (host_of.setdefault(n, short[r]) != short[r]
+                           or node_of.setdefault(short[r], n) != n):
+            bad.add(n)
+    return bad
+
+
+def multi_pingpong(text: str, groups: Sequence[tuple[str, str]], source: str,
+                   ) -> tuple[dict[int, tuple[list[float], list[float]]], dict[int, str]]:
+    """Each group's samples of one ``IMB-MPI1 -multi 1 PingPong`` over ranks placed as
+    ``groups`` (group g = ranks 2g, 2g+1 on nodes ``groups[g]``): (group -> samples,
+    group -> why it has none). Where Intel MPI printed its placement
+    (``I_MPI_DEBUG=4``), a group whose ranks ran elsewhere than planned is refused."""
+    result = parse_imb(text, source)
+    tables = result.table("Multi-PingPong").group_tables()
+    planned = [n for g in groups for n in g]
+    misplaced = _misplaced(result.hosts, planned)
+    got: dict[int, tuple[list[float], list[float]]] = {}
+    lost: dict[int, str] = {}
+    for g, want in enumerate(groups):
+        if set(want) & misplaced:
+            ran = tuple(result.hosts.get(r, "?") for r in (2 * g, 2 * g + 1))
+            lost[g] = f"ranks {2 * g}-{2 * g + 1} ran on {'+'.join(ran)}, not {'+'.join(want)}"
+            continue
+        if g not in tables:
+            lost[g] = "IMB printed no row for its group"
+            continue
+        try:
+            got[g] = pingpong_samples(tables[g], f"{source} group {g}")
+        except ParseError as err:
+            lost[g] = str(err)
+    if not result.finished:
+        for g in list(got):
+            lost[g] = "IMB output ends before MPI_Finalize (the run crashed or was killed)"
+            del got[g]
+    return got, lost
 
 
 def _mpi(site: VetSite) -> str | None:
@@ -117,110 +178,217 @@ def _save(raw: Path, name: str, res: StepResult) -> None:
 
 
 def _why(res: StepResult) -> str:
-    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else f"exit {res.returncode}"
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()
+             and "MPI startup()" not in ln]
+    killed = " (killed after the step's time limit)" if "step killed after" in res.stderr else ""
+    return (lines[-1][:300] if lines else f"srun exit {res.returncode}") + killed
+
+
+def _marker_json(lines: Sequence[str]) -> dict[str, Any] | None:
+    """The JSON after :data:`MARKER` in one task's lines; srun cuts a long line into
+    several labelled ones, so the pieces that follow are joined until it parses."""
+    for i, line in enumerate(lines):
+        if not line.startswith(MARKER):
+            continue
+        text = line[len(MARKER):]
+        for nxt in [*lines[i + 1:], None]:
+            try:
+                data = json.loads(text)
+                return data if isinstance(data, dict) else None
+            except ValueError:
+                if nxt is None:
+                    return None
+                text += nxt
+    return None
+
+
+def _task_lines(res: StepResult, hosts: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """host -> its task's result (``srun --label``: task i ran on ``hosts[i]``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for task, lines in by_task(res.stdout).items():
+        data = _marker_json(lines)
+        if data is not None and task < len(hosts):
+            out[hosts[task]] = data
+    return out
+
+
+def _task_cause(res: StepResult, node: str, task: int) -> str:
+    """Why task ``task`` (on ``node``) printed no result: srun's line about it, else
+    the step's."""
+    for line in res.stderr.splitlines():
+        if node in line or f"task {task}:" in line or f"task {task} " in line:
+            return line.strip()[:300]
+    return _why(res)
+
+
+def memory_per_node(probes: dict[str, dict[str, Any]]) -> tuple[int | None, str]:
+    """The memory a measurement process may count on per node: the least over all
+    machines of ``MemAvailable`` divided by the nodes sharing that machine (the
+    same kernel boot id: the lab's nodes share one machine), and a line saying so."""
+    hosts: dict[str, list[str]] = {}
+    avail: dict[str, int] = {}
+    for node, data in probes.items():
+        key = data.get("boot_id") or node
+        hosts.setdefault(key, []).append(node)
+        if data.get("mem_available"):
+            avail[key] = int(data["mem_available"])
+    shares = {k: avail[k] // len(v) for k, v in hosts.items() if k in avail}
+    if not shares:
+        return None, "memory available unknown (no node reported MemAvailable)"
+    worst = min(shares, key=lambda k: shares[k])
+    n = len(hosts[worst])
+    return shares[worst], (f"{sizing._size(avail[worst])} available on {hosts[worst][0]}'s "
+                           f"machine" + (f", shared by {n} nodes" if n > 1 else ""))
+
+
+def bounded_triad_size(site: VetSite, settings: Settings, per_node: int | None,
+                       where: str) -> sizing.Size:
+    """:func:`triad_size`, bounded by the memory the triad may use where it runs
+    (half of ``per_node``, :data:`hpcval.node.sizing.MEMORY_SHARE`); a size past it is
+    refused (:class:`hpcval.node.sizing.SizingError`, exit 2) with the sizes."""
+    if per_node is None:
+        return triad_size(site, settings)
+    allowed = int(per_node * sizing.MEMORY_SHARE)
+    if settings.triad_n is None and site.node.llc_bytes:
+        try:
+            return sizing.triad(replace(site.node, mem_bytes=per_node), 1, "quick")
+        except sizing.SizingError as err:
+            raise sizing.SizingError(
+                f"per-node triad: {err} ({where}: {sizing._size(per_node)} per node); "
+                f"give --triad-n at most {allowed // 24:,} (below the cache rule: it then "
+                "measures caches as well as memory), or vet fewer nodes per machine; "
+                "exit 2") from None
+    size = triad_size(site, settings)
+    if size.footprint_bytes > allowed:
+        raise sizing.SizingError(
+            f"per-node triad: {size.summary}: 3 arrays of {sizing._size(size.footprint_bytes / 3)}"
+            f" = {sizing._size(size.footprint_bytes)} exceed {sizing.MEMORY_SHARE:.0%} of the "
+            f"{sizing._size(per_node)} per node ({where}); give --triad-n at most "
+            f"{allowed // 24:,}; exit 2")
+    return size
 
 
 def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings: Settings,
                workdir: Path, progress: Progress) -> NodeSamples:
-    """Probe, triad and shared-memory PingPong on every node at once."""
+    """Probe, triad and shared-memory PingPong on every node at once: three srun
+    steps whatever the number of nodes."""
     raw = workdir / "raw"
     out = NodeSamples()
     mpi = _mpi(site)
+    hosts = list(nodes)
+
+    def lost(node: str, what: str, cause: str) -> None:
+        out.unmeasured.setdefault(node, []).append(f"{what}: {cause}")
+        out.failures.append(f"{node}: {what} failed: {cause}")
+
     expect = [f"--expect={site.host_expectations}"] if site.host_expectations else []
     probe = [sys.executable, "-m", "hpcval.vet.probe", f"--samples={settings.samples}", *expect]
     t0 = time.monotonic()
-    res = run_steps({n: alloc.step([n], 1, probe) for n in nodes}, site.env,
-                    settings.step_timeout)
+    res = alloc.run("probe", hosts, probe, site.env, settings.step_timeout, workdir,
+                    independent=True)
+    _save(raw, "probe", res)
+    probes = _task_lines(res, hosts)
     mhz: dict[str, list[float]] = {}
-    for n, r in res.items():
-        _save(raw, f"probe-{n}", r)
-        line = next((ln for ln in r.stdout.splitlines() if ln.startswith(MARKER)), None)
-        if r.returncode != 0 or line is None:
-            out.failures.append(f"{n}: probe failed: {_why(r)}")
+    for i, n in enumerate(hosts):
+        if n not in probes:
+            lost(n, "probe", _task_cause(res, n, i))
             continue
-        data = json.loads(line[len(MARKER):])
-        mhz[str(n)] = data["cpu_mhz"]
-        out.audit[str(n)] = data["audit"]
+        mhz[n] = probes[n]["cpu_mhz"]
+        out.audit[n] = probes[n]["audit"]
     out.figures["cpu_mhz"] = mhz
-    progress(f"probe (tuning audit, CPU frequency) on {len(nodes)} nodes: "
+    progress(f"probe (tuning audit, CPU frequency, memory) on {len(nodes)} nodes, one step: "
              f"{time.monotonic() - t0:.1f} s")
 
+    per_node, where = memory_per_node(probes)
+    size = bounded_triad_size(site, settings, per_node, where)
+    out.sizes["triad_bw"] = {"size": size.summary, "reason": size.reason,
+                             "memory": where}
+    progress(f"triad size: {size.summary} ({size.reason}; {where})")
     cfdio = cfdio_binary(site, site.var / "vet" / "bin")
-    triad: dict[str, list[float]] = {n: [] for n in nodes}
+    cmd = [sys.executable, "-m", "hpcval.vet.probe", f"--samples={settings.samples}",
+           f"--triad={cfdio}", f"--triad-n={size.params['triad_n']}",
+           f"--reps={size.params['reps']}"]
     t0 = time.monotonic()
-    size = triad_size(site, settings)
-    out.sizes["triad_bw"] = {"size": size.summary, "reason": size.reason}
-    progress(f"triad size: {size.summary} ({size.reason})")
-    cmd = [cfdio, "--mode", "triad", "--triad-n", str(size.params["triad_n"]),
-           "--reps", str(size.params["reps"])]
-    for i in range(settings.samples):
-        res = run_steps({n: alloc.step([n], 1, cmd, mpi) for n in nodes}, site.env,
-                        settings.step_timeout)
-        for n, r in res.items():
-            _save(raw, f"triad-{n}-{i}", r)
-            try:
-                triad[str(n)].append(float(parse_cfdio(r.stdout, f"triad {n}")["triad_MBs"]))
-            except (ParseError, KeyError) as err:
-                out.failures.append(f"{n}: triad sample {i + 1} failed: {err}; {_why(r)}")
+    res = alloc.run("triad", hosts, cmd, site.env, settings.step_timeout * settings.samples,
+                    workdir, independent=True)
+    _save(raw, "triad", res)
+    lines = _task_lines(res, hosts)
+    triad: dict[str, list[float]] = {}
+    for i, n in enumerate(hosts):
+        if n not in lines:
+            lost(n, "triad", _task_cause(res, n, i))
+            continue
+        for err in lines[n]["errors"]:
+            lost(n, "triad", err)
+        if not lines[n]["errors"]:
+            triad[n] = lines[n]["triad_bw"]
     out.figures["triad_bw"] = triad
-    progress(f"triad on {len(nodes)} nodes at once, {settings.samples} samples: "
-             f"{time.monotonic() - t0:.1f} s")
+    progress(f"triad on {len(nodes)} nodes at once, {settings.samples} samples each, one "
+             f"step: {time.monotonic() - t0:.1f} s")
 
-    # one sample per step, the steps spread over time like the triad's: a sample
-    # that met other work on the machine is one of five, not all five
-    msglen = write_msglen(workdir / "msglen-shm.txt", 1)
+    msglen = write_msglen(workdir / "msglen-shm.txt", settings.samples)
     cmd = _imb(site, msglen, 20)
     t0 = time.monotonic()
-    bw: dict[str, list[float]] = {n: [] for n in nodes}
-    lat: dict[str, list[float]] = {n: [] for n in nodes}
-    for i in range(settings.samples):
-        res = run_steps({n: alloc.step([n], 2, cmd, mpi) for n in nodes}, site.env,
-                        settings.step_timeout)
-        for n, r in res.items():
-            _save(raw, f"shm-pingpong-{n}-{i}", r)
-            try:
-                b, la = pingpong_samples(r.stdout, f"shm PingPong {n}")
-                bw[str(n)] += b
-                lat[str(n)] += la
-            except ParseError as err:
-                out.failures.append(f"{n}: shared-memory PingPong sample {i + 1} failed: "
-                                    f"{err}; {_why(r)}")
+    res = alloc.run("shm-pingpong", [h for n in hosts for h in (n, n)], cmd,
+                    {**site.env, "I_MPI_DEBUG": "4"}, settings.step_timeout, workdir, mpi)
+    _save(raw, "shm-pingpong", res)
+    bw: dict[str, list[float]] = {}
+    lat: dict[str, list[float]] = {}
+    try:
+        got, why = multi_pingpong(res.stdout, [(n, n) for n in hosts], "shared-memory PingPong")
+    except ParseError as err:
+        got, why = {}, {g: f"{err}; {_why(res)}" for g in range(len(hosts))}
+    for g, n in enumerate(hosts):
+        if g in got:
+            bw[n], lat[n] = got[g]
+        else:
+            lost(n, "shared-memory PingPong", why.get(g, _why(res)))
     out.figures["shm_pingpong_bw_1MiB"] = bw
     out.figures["shm_pingpong_lat_8B"] = lat
-    progress(f"shared-memory PingPong on {len(nodes)} nodes at once, {settings.samples} "
-             "samples: "
-             f"{time.monotonic() - t0:.1f} s")
+    progress(f"shared-memory PingPong on {len(nodes)} nodes at once (IMB -multi, "
+             f"{settings.samples} samples), one step: {time.monotonic() - t0:.1f} s")
     return out
 
 
 def pair_measure(alloc: Allocation, site: VetSite, settings: Settings, workdir: Path,
                  progress: Progress, total_rounds: Callable[[], int],
-                 latency: dict[Pair, list[float]],
+                 latency: dict[Pair, list[float]], causes: dict[Pair, str] | None = None,
                  ) -> Callable[[int, list[Pair]], dict[Pair, list[float]]]:
-    """measure(round, pairs): one IMB PingPong step per pair, all pairs at once."""
+    """measure(round, pairs): one srun step per round, one MPI world over the
+    round's nodes with the pairs as IMB -multi's groups (ranks 2g and 2g+1 on the
+    ends of pair g), every pair at once. ``causes``: pair -> why it has no samples."""
     raw = workdir / "raw"
     msglen = write_msglen(workdir / "msglen-pair.txt", settings.samples)
     cmd = _imb(site, msglen, settings.iterations)
     mpi = _mpi(site)
+    causes = causes if causes is not None else {}
 
     def measure(index: int, pairs: list[Pair]) -> dict[Pair, list[float]]:
         t0 = time.monotonic()
-        res = run_steps({p: alloc.step(list(p), 2, cmd, mpi) for p in pairs}, site.env,
-                        settings.step_timeout)
+        hosts = [h for p in pairs for h in p]
+        res = alloc.run(f"round{index + 1}", hosts, cmd, {**site.env, "I_MPI_DEBUG": "4"},
+                        settings.step_timeout, workdir, mpi)
+        _save(raw, f"round{index + 1}", res)
+        try:
+            got_g, why = multi_pingpong(res.stdout, [tuple(p) for p in pairs],  # type: ignore[misc]
+                                        f"PingPong round {index + 1}")
+        except ParseError as err:
+            got_g, why = {}, {g: f"{err}; {_why(res)}" for g in range(len(pairs))}
         got: dict[Pair, list[float]] = {}
-        shown = []
-        for p, r in res.items():
-            a, b = p  # type: ignore[misc]
-            _save(raw, f"round{index + 1}-{a}-{b}", r)
-            try:
-                got[p], latency[p] = pingpong_samples(r.stdout, f"PingPong {a}<->{b}")  # type: ignore[index]
-                shown.append(f"{a}<->{b} {sorted(got[p])[len(got[p]) // 2]:.0f}")  # type: ignore[index]
-            except ParseError as err:
-                shown.append(f"{a}<->{b} FAILED ({err}; {_why(r)})")
-        progress(f"round {index + 1}/{total_rounds()}: {len(pairs)} pair(s) at once, "
-                 f"{time.monotonic() - t0:.1f} s: " + ", ".join(shown) + " MB/s")
-        return got  # type: ignore[return-value]
+        failed = []
+        for g, p in enumerate(pairs):
+            if g in got_g:
+                got[p], latency[p] = got_g[g]
+            else:
+                causes[p] = f"round {index + 1}: {why.get(g, _why(res))}"
+                failed.append(f"{p[0]}<->{p[1]}")
+        meds = sorted(statistics.median(v) for v in got.values())
+        shown = (f"pair medians {meds[0]:.0f}-{meds[-1]:.0f} MB/s" if meds else "no pair")
+        progress(f"round {index + 1}/{total_rounds()}: {len(pairs)} pair(s) at once, one "
+                 f"step, {time.monotonic() - t0:.1f} s: {shown}"
+                 + (f"; FAILED {len(failed)}: {', '.join(failed[:8])}"
+                    f"{' ...' if len(failed) > 8 else ''} ({_why(res)})" if failed else ""))
+        return got
 
     return measure
 
@@ -247,21 +415,23 @@ def gpu_samples_of(outputs: dict[str, str], failures: list[str]
 
 def gpu_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings: Settings,
               workdir: Path, progress: Progress) -> tuple[dict[str, Any], list[str]]:
-    """Every GPU of every node at once (one probe step per node)."""
+    """Every GPU of every node at once: one probe task per node, one srun step."""
     raw = workdir / "raw"
     probe = [sys.executable, "-m", "hpcval.vet.gpu_probe", f"--samples={settings.samples}"]
     t0 = time.monotonic()
-    res = run_steps({n: alloc.step([n], 1, probe) for n in nodes}, site.env,
-                    10 * settings.step_timeout)
+    hosts = list(nodes)
+    res = alloc.run("gpu-probe", hosts, probe, site.env, 10 * settings.step_timeout, workdir,
+                    independent=True)
+    _save(raw, "gpu-probe", res)
     failures: list[str] = []
+    tasks = by_task(res.stdout)
     outputs = {}
-    for n, r in res.items():
-        _save(raw, f"gpu-probe-{n}", r)
-        if r.returncode != 0:
-            failures.append(f"{n}: GPU probe failed: {_why(r)}")
+    for i, n in enumerate(hosts):
+        if i not in tasks:
+            failures.append(f"{n}: GPU probe failed: {_task_cause(res, n, i)}")
             continue
-        outputs[str(n)] = r.stdout
+        outputs[n] = "\n".join(tasks[i]) + "\n"
     samples = gpu_samples_of(outputs, failures)
-    progress(f"GPU probe (BabelStream, gpubench) on {len(nodes)} nodes at once: "
+    progress(f"GPU probe (BabelStream, gpubench) on {len(nodes)} nodes at once, one step: "
              f"{time.monotonic() - t0:.1f} s")
     return samples, failures

@@ -1,17 +1,31 @@
-"""What ``hpcval vet`` reads on each node: the tuning audit and the CPU frequency.
+"""What ``hpcval vet`` reads on each node: the tuning audit, the CPU frequency,
+the memory available, and (``--triad``) the node's triad samples.
 
-Runs as an srun step on the node (``python -m hpcval.vet.probe``) and prints one
-line ``HPCVAL-VET-PROBE {json}``: the audit findings against the site's host
-expectations, and ``samples`` readings of the mean ``cpu MHz`` of
-``/proc/cpuinfo`` (or of ``scaling_cur_freq`` where cpuinfo has none),
-``interval`` seconds apart.
+Runs as one task per node of one srun step over all nodes
+(``python -m hpcval.vet.probe``) and prints one line ``HPCVAL-VET-PROBE {json}``
+naming its host: the audit findings against the site's host expectations,
+``samples`` readings of the mean ``cpu MHz`` of ``/proc/cpuinfo`` (or of
+``scaling_cur_freq`` where cpuinfo has none), ``interval`` seconds apart, the
+memory available (``MemAvailable`` of ``/proc/meminfo``) and the kernel's boot
+id (nodes that print the same boot id share one machine and its memory, as the
+lab's nodes do).
+
+With ``--triad CFDIO --triad-n N --reps R`` it runs instead ``samples`` times
+``CFDIO --mode triad`` as a single MPI process on its node (the step's PMI
+variables removed, so each is an MPI singleton) and prints the best triad of
+each run; a run that fails or is killed is named with its cause (a signal:
+which one), never dropped silently.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -39,12 +53,70 @@ def cpu_mhz(root: Path = Path("/")) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def mem_available(root: Path = Path("/")) -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes."""
+    try:
+        text = (root / "proc/meminfo").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.MULTILINE)
+    return int(m.group(1)) * 1024 if m else None
+
+
+def boot_id(root: Path = Path("/")) -> str:
+    """The running kernel's boot id: the same on every node that shares one machine."""
+    try:
+        return (root / "proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+#: variables by which a process finds the PMI of its srun step; without them an
+#: MPI program runs as a singleton
+_PMI_PREFIXES = ("PMI_", "PMIX_", "I_MPI_PMI", "SLURM_PMI", "SLURM_MPI_TYPE")
+
+
+def _cause(rc: int, stderr: str) -> str:
+    if rc < 0:
+        name = signal.Signals(-rc).name
+        why = " (the kernel's OOM killer, or someone, ended it)" if -rc == signal.SIGKILL else ""
+        return f"killed by {name}{why}"
+    last = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    return f"exit {rc}" + (f": {last[-1][:200]}" if last else "")
+
+
+def triad_samples(cmd: list[str], samples: int) -> tuple[list[float], list[str]]:
+    """Run ``cmd`` (a cfdio triad) ``samples`` times: (MB/s of each run that
+    printed one, the cause of each that did not)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_PMI_PREFIXES)}
+    values: list[float] = []
+    errors: list[str] = []
+    for i in range(samples):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        m = re.search(r"triad_MBs=([0-9.eE+-]+)", proc.stdout)
+        if proc.returncode == 0 and m:
+            values.append(float(m.group(1)))
+        else:
+            errors.append(f"triad sample {i + 1}: {_cause(proc.returncode, proc.stderr)}")
+    return values, errors
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hpcval.vet.probe")
     ap.add_argument("--expect", help="host expectations YAML of the site")
     ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--interval", type=float, default=0.2)
+    ap.add_argument("--triad", metavar="CFDIO", help="run CFDIO's triad SAMPLES times instead")
+    ap.add_argument("--triad-n", type=int, default=10_000_000)
+    ap.add_argument("--reps", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.triad:
+        values, errors = triad_samples([args.triad, "--mode", "triad", "--triad-n",
+                                        str(args.triad_n), "--reps", str(args.reps)],
+                                       args.samples)
+        print(MARKER + json.dumps({"host": socket.gethostname(), "triad_bw": values,
+                                   "errors": errors}), flush=True)
+        return 0
     findings = audit(load_expectations(args.expect)) if args.expect else []
     mhz = []
     for i in range(args.samples):
@@ -54,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             mhz.append(value)
     print(MARKER + json.dumps({"host": socket.gethostname(), "cpu_mhz": mhz,
-                               "audit": [asdict(f) for f in findings]}))
+                               "audit": [asdict(f) for f in findings],
+                               "mem_available": mem_available(), "boot_id": boot_id()}),
+          flush=True)
     return 0
 
 

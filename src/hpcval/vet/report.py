@@ -24,8 +24,11 @@ def node_verdicts(result: Mapping[str, Any]) -> dict[str, str]:
     for c in verdict["culprits"]:
         for n in c["nodes"]:
             out[n] = f"NAMED ({c['kind']} {c['name']})" if c["kind"] == "switch" else "NAMED"
-    for n in result.get("unmeasured", []):
-        out[n] = "not measured"
+    for u in result.get("unmeasured", []):
+        for n in u["name"].split("<->") if u["kind"] == "node" else ():
+            out[n] = "UNMEASURED"
+    for n, state in result.get("skipped", {}).items():
+        out[n] = f"not measured (Slurm: {state})"
     return out
 
 
@@ -57,6 +60,10 @@ def text(result: Mapping[str, Any]) -> str:
     lines += [f"Partition: {p}" for p in verdict["partition"]]
     lines += [f"Note: {n}" for n in verdict["notes"]]
     lines += [f"Failed: {f}" for f in result.get("failures", [])]
+    if result.get("unmeasured"):
+        lines.append(f"Unmeasured ({len(result['unmeasured'])}): the vetting is incomplete "
+                     "(exit 4)")
+        lines += [f"  {u['kind']:<6} {u['name']}: {u['cause']}" for u in result["unmeasured"]]
     return "\n".join(lines) + "\n"
 
 

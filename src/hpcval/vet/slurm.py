@@ -1,10 +1,14 @@
-"""Slurm for vetting: one allocation, concurrent srun steps, node state.
+"""Slurm for vetting: one allocation, a handful of srun steps, node state.
 
 Vetting talks to Slurm directly: ``salloc --no-shell`` holds every node of the
-partition in one job, and each measurement is an ``srun --jobid`` step pinned
-to its nodes (``--nodelist``, ``--exclusive``), several steps at once. A ReFrame
-run would submit one job per test and node pair and let the scheduler place
-them; vetting needs the opposite: all nodes at once, placement chosen by us.
+partition in one job, and each measurement is **one** ``srun --jobid`` step over
+the nodes it measures, whatever their number: the ranks are placed one by one
+from a host file (``SLURM_HOSTFILE`` with ``--distribution=arbitrary``), so rank
+order is chosen by us (the pairs of a round are ranks 0-1, 2-3, ...). Steps run
+one after the other: one ``srun`` process alive at a time, two pipes, however
+large the partition. A ReFrame run would submit one job per test and node pair
+and let the scheduler place them; vetting needs the opposite: all nodes at
+once, placement chosen by us.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hpcval.core.errors import CheckFailed, EnvironmentFault, InputError
 
@@ -83,6 +88,21 @@ def _natural(name: str) -> list[object]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
+#: Slurm's default ``MaxStepCount`` (slurm.conf): steps one job may start
+DEFAULT_MAX_STEP_COUNT = 40000
+
+
+def max_step_count() -> int:
+    """``MaxStepCount`` of the cluster (``scontrol show config``); Slurm's default
+    when scontrol does not say."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return DEFAULT_MAX_STEP_COUNT
+    proc = _run([scontrol, "show", "config"])
+    m = re.search(r"^MaxStepCount\s*=\s*(\d+)", proc.stdout, re.MULTILINE)
+    return int(m.group(1)) if proc.returncode == 0 and m else DEFAULT_MAX_STEP_COUNT
+
+
 def topology() -> dict[str, str]:
     """node -> leaf switch from Slurm's topology (topology.conf), empty if none."""
     scontrol = shutil.which("scontrol")
@@ -111,6 +131,10 @@ class Allocation:
         self.extra = list(extra)
         self.wait = wait
         self.job_id = ""
+        #: srun steps started in this allocation
+        self.steps = 0
+        #: each step's name and seconds, in order
+        self.step_seconds: list[tuple[str, float]] = []
 
     def __enter__(self) -> Allocation:
         cmd = [_require("salloc"), "--no-shell", "--job-name=hpcval-vet", "--exclusive",
@@ -130,14 +154,34 @@ class Allocation:
         if self.job_id:
             _run([_require("scancel"), self.job_id])
 
-    def step(self, nodes: Sequence[str], ntasks: int, cmd: Sequence[str],
-             mpi: str | None = None) -> list[str]:
-        """The srun command of one step on ``nodes`` inside this allocation."""
-        per_node = max(1, ntasks // len(nodes))
-        return [_require("srun"), f"--jobid={self.job_id}", "--exclusive",
-                f"--nodes={len(nodes)}", f"--ntasks={ntasks}",
-                f"--ntasks-per-node={per_node}", f"--nodelist={','.join(nodes)}",
-                "--kill-on-bad-exit=1", *([f"--mpi={mpi}"] if mpi else []), *cmd]
+    def step(self, hosts: Sequence[str], cmd: Sequence[str], hostfile: Path,
+             mpi: str | None = None, independent: bool = False) -> tuple[list[str],
+                                                                         dict[str, str]]:
+        """The srun command (and the environment it adds) of one step with one task
+        per entry of ``hosts``, task i on ``hosts[i]`` (a node listed twice runs two
+        tasks): the host file is written to ``hostfile`` and handed to srun with
+        ``--distribution=arbitrary``. An MPI world (``independent`` False) ends
+        when one of its tasks fails; ``independent`` tasks go on without it, and
+        their output lines carry their task number (``--label``)."""
+        nodes = list(dict.fromkeys(hosts))
+        hostfile.write_text("".join(f"{h}\n" for h in hosts))
+        cmd = [_require("srun"), f"--jobid={self.job_id}", "--exclusive",
+               # the host file is the node list: --nodelist would override it
+               f"--nodes={len(nodes)}", f"--ntasks={len(hosts)}", "--distribution=arbitrary",
+               *(["--label"] if independent else []),
+               f"--kill-on-bad-exit={int(not independent)}",
+               *([f"--mpi={mpi}"] if mpi else ["--mpi=none"]), *cmd]
+        return cmd, {"SLURM_HOSTFILE": str(hostfile)}
+
+    def run(self, key: str, hosts: Sequence[str], cmd: Sequence[str], env: Mapping[str, str],
+            timeout: float, workdir: Path, mpi: str | None = None,
+            independent: bool = False) -> StepResult:
+        """Run one step (:meth:`step`) to its end; past ``timeout`` it is killed."""
+        full, extra = self.step(hosts, cmd, workdir / f"hosts-{key}", mpi, independent)
+        self.steps += 1
+        res = run_step(key, full, {**env, **extra}, timeout)
+        self.step_seconds.append((key, round(res.seconds, 1)))
+        return res
 
 
 @dataclass
@@ -149,24 +193,29 @@ class StepResult:
     seconds: float
 
 
-def run_steps(steps: Mapping[object, list[str]], env: Mapping[str, str],
-              timeout: float) -> dict[object, StepResult]:
-    """Start every step at once, wait for all; a step past ``timeout`` is killed."""
-    procs = {}
+def run_step(key: object, cmd: Sequence[str], env: Mapping[str, str],
+             timeout: float) -> StepResult:
+    """Run one srun step to its end; past ``timeout`` it is killed (srun passes
+    the signal on to the step's tasks)."""
     t0 = time.monotonic()
-    for key, cmd in steps.items():
-        procs[key] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=dict(env))
-    out = {}
-    for key, proc in procs.items():
-        left = max(1.0, timeout - (time.monotonic() - t0))
-        try:
-            so, se = proc.communicate(timeout=left)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            so, se = proc.communicate()
-            se += f"\nhpcval vet: step killed after {timeout:.0f} s"
-        out[key] = StepResult(key, proc.returncode, so, se, time.monotonic() - t0)
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(env))
+    try:
+        so, se = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        so, se = proc.communicate()
+        se += f"\nhpcval vet: step killed after {timeout:.0f} s"
+    return StepResult(key, proc.returncode, so, se, time.monotonic() - t0)
+
+
+def by_task(text: str) -> dict[int, list[str]]:
+    """The lines of ``srun --label`` output, per task (``  3: text`` -> task 3)."""
+    out: dict[int, list[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\d+): (.*)$", line)
+        if m:
+            out.setdefault(int(m.group(1)), []).append(m.group(2))
     return out
 
 
