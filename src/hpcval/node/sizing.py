@@ -195,17 +195,22 @@ def host_memory(meminfo: str | Path = "/proc/meminfo") -> int | None:
     return int(match.group(1)) * KIB if match else None
 
 
-def free_bytes(path: str | Path) -> int | None:
-    """Free bytes of the file system *path* is on (its nearest existing
-    parent, for a directory a job creates), ``None`` where unknown."""
+def _statvfs(path: str | Path) -> os.statvfs_result | None:
+    """The file system *path* is on (its nearest existing parent, for a
+    directory a job creates), ``None`` where unknown."""
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
     try:
-        st = os.statvfs(p)
+        return os.statvfs(p)
     except OSError:
         return None
-    return st.f_bavail * st.f_frsize
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Free bytes of the file system *path* is on, ``None`` where unknown."""
+    st = _statvfs(path)
+    return None if st is None else st.f_bavail * st.f_frsize
 
 
 #: What a run leaves free on a file system it writes to: the larger of these
@@ -218,12 +223,8 @@ DISK_MARGIN_SHARE = 0.05
 
 def disk_margin(path: str | Path) -> int:
     """Bytes :func:`usable_bytes` keeps free on *path*'s file system."""
-    p = Path(path).absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    try:
-        st = os.statvfs(p)
-    except OSError:
+    st = _statvfs(path)
+    if st is None:
         return DISK_MARGIN_BYTES
     return max(DISK_MARGIN_BYTES, int(DISK_MARGIN_SHARE * st.f_blocks * st.f_frsize))
 
