@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from hpcval.core.errors import InputError
-from hpcval.vet import report, sitecfg
+from hpcval.vet import sitecfg, terminal
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.measure import Settings
 from hpcval.vet.run import EXIT_INCOMPLETE, Options, gate, vet
@@ -78,13 +78,13 @@ def _vet(args: argparse.Namespace) -> int:
     if args.gate:
         ok, result, paths = gate(site, args.gate, opts, progress, peers_wanted=args.peers,
                                   announce=announce)
-        print(report.text(result), end="")
+        print(terminal.text(result), end="")
         print(f"gate {args.gate}: {'YES' if ok else 'NO'}"
               + ("" if ok else f" (drained: {', '.join(result.get('drained', []))})"))
         print(f"results: {paths['text'].parent}")
         return 0 if ok else 1
     result, paths = vet(site, args.nodes, opts, progress, drain=args.drain, announce=announce)
-    print(report.text(result), end="")
+    print(terminal.text(result), end="")
     if result.get("drained"):
         print(f"drained: {', '.join(result['drained'])}")
     print(f"results: {paths['json']}  {paths['html']}")

@@ -32,14 +32,21 @@ def node_verdicts(result: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def head_line(result: Mapping[str, Any]) -> str:
+    """The first line of a vetting's text: which partition, how big, how long."""
+    return (f"hpcval vet {result['id']}: site {result['site']}, partition "
+            f"{result['partition']}, {len(result['verdict']['nodes'])} nodes, "
+            f"{result['rounds']} rounds (+{result['follow_up_rounds']} follow-up), "
+            f"{result['jobs']} job, {result['steps']} srun steps, "
+            f"{result['wall_seconds']:.0f} s")
+
+
 def text(result: Mapping[str, Any]) -> str:
+    """The whole text of a vetting (vet.txt): one line per node, then the result."""
     verdict = result["verdict"]
     table = verdict["table"]
     figs = [f for f in ORDER if any(f in table.get(n, {}) for n in verdict["nodes"])]
-    lines = [f"hpcval vet {result['id']}: site {result['site']}, partition "
-             f"{result['partition']}, {len(verdict['nodes'])} nodes, {result['rounds']} rounds"
-             f" (+{result['follow_up_rounds']} follow-up), {result['jobs']} job, "
-             f"{result['steps']} srun steps, {result['wall_seconds']:.0f} s", ""]
+    lines = [head_line(result), ""]
     head = f"{'node':<12}" + "".join(f"{FIGURES[f].label[:22]:>24}" for f in figs) + "  verdict"
     units = f"{'':<12}" + "".join(f"{'(' + FIGURES[f].unit + ', vs median)':>24}" for f in figs)
     lines += [head, units]
@@ -52,19 +59,32 @@ def text(result: Mapping[str, Any]) -> str:
                          f"{_fmt(d['value']) + ' ' + _pct(d) + (' !' if d['low'] else ''):>24}")
         lines.append(f"{n:<12}" + "".join(cells) + f"  {verdicts[n]}")
     lines.append("")
+    return "\n".join(lines + result_lines(result)) + "\n"
+
+
+def result_lines(result: Mapping[str, Any], max_notes: int | None = None) -> list[str]:
+    """What was named (with its evidence), the partition's findings, the notes
+    (the first ``max_notes`` of them, with how many more), failures and what
+    could not be measured."""
+    verdict = result["verdict"]
+    lines: list[str] = []
     if verdict["culprits"]:
         lines.append("Named:")
         lines += [f"  {c['kind']:<6} {c['evidence']}" for c in verdict["culprits"]]
     elif verdict["judged"]:
         lines.append("Named: none (no node, link or switch off its partition)")
     lines += [f"Partition: {p}" for p in verdict["partition"]]
-    lines += [f"Note: {n}" for n in verdict["notes"]]
+    notes = verdict["notes"]
+    shown = notes if max_notes is None else notes[:max_notes]
+    lines += [f"Note: {n}" for n in shown]
+    if len(shown) < len(notes):
+        lines.append(f"Note: ... {len(notes) - len(shown)} more notes in vet.txt")
     lines += [f"Failed: {f}" for f in result.get("failures", [])]
     if result.get("unmeasured"):
         lines.append(f"Unmeasured ({len(result['unmeasured'])}): the vetting is incomplete "
                      "(exit 4)")
         lines += [f"  {u['kind']:<6} {u['name']}: {u['cause']}" for u in result["unmeasured"]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _pct(d: Mapping[str, Any]) -> str:
