@@ -37,6 +37,7 @@ from typing import Any
 
 from hpcval.core.errors import EnvironmentFault, InputError, ParseError
 from hpcval.parsers.cfdio import parse_cfdio
+from hpcval.parsers.imb import parse_imb
 from hpcval.vet import measure
 from hpcval.vet.judge import FIGURES, JudgeSettings, _fmt, robust_center_scale
 from hpcval.vet.probe import MARKER
@@ -248,7 +249,12 @@ def measure_here(site: VetSite, samples: int, budget: float,
                 raise EnvironmentFault(f"triad sample {i + 1}: {err}; exit 3") from None
             text = clock.run([launcher, "-n", "2", *imb], env,
                              f"shared-memory PingPong sample {i + 1}")
-            bw, lat = measure.pingpong_samples(text, "shared-memory PingPong")
+            source = "shared-memory PingPong"
+            try:
+                table = parse_imb(text, source).table("PingPong")
+            except ParseError as err:
+                raise EnvironmentFault(f"{source} sample {i + 1}: {err}; exit 3") from None
+            bw, lat = measure.pingpong_samples(table, source)
             figures["shm_pingpong_bw_1MiB"] += bw
             figures["shm_pingpong_lat_8B"] += lat
     finally:
