@@ -114,7 +114,7 @@ for (path, _line, name), (_cc, _nc, _tt, cum, _callers) in stats.stats.items():
     for label, (mod, fn) in {
         "reframe itself (subprocess, waited for)": ("hpcval/run/runner.py", "run_reframe"),
         "site and references checks": ("hpcval/site.py", "check_files"),
-        "preflight (store writable, disk space)": ("hpcval/run/runner.py", "_preflight"),
+        "preflight (store writable, disk space)": ("hpcval/run/storecheck.py", "_preflight"),
         "store the run and judge it": ("hpcval/run/verdicts.py", "store_and_judge"),
         "verdict table and HTML report": ("hpcval/run/runner.py", "publish"),
         "import of the CLI and its commands": ("hpcval/cli.py", "build_parser"),

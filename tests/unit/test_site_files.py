@@ -51,7 +51,8 @@ def test_the_results_store_is_laid_out_by_the_site(tmp_path, monkeypatch):
     assert site.lock_file.parent == site.var == tmp_path / "var" / "s"
     assert site.run_log("r1") == site.var / "logs" / "r1.out"
     sources = "".join((ROOT / "src/hpcval" / f).read_text()
-                      for f in ("run/runner.py", "commands/store.py", "rfm/site.py"))
+                      for f in ("run/runner.py", "run/storecheck.py", "run/earlier.py",
+                                "commands/store.py", "rfm/site.py"))
     assert '"validate.lock"' not in sources and '"stage"' not in sources
 
 

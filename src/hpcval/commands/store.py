@@ -45,7 +45,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     # write into the file moved aside
     with site_lock(site.lock_file, "store rebuild", args.lock_timeout,
                    log=lambda m: print(m, file=sys.stderr, flush=True)):
-        from hpcval.run.runner import settle_earlier_run
+        from hpcval.run.earlier import settle_earlier_run
 
         settle_earlier_run(site)  # a run whose hpcval died: stopped, marked orphaned
         reports = run_reports(site.reports_dir)

@@ -25,7 +25,6 @@ Exit codes: :mod:`hpcval.core.errors`.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shlex
@@ -53,17 +52,30 @@ from hpcval.core.runid import new_run_id
 from hpcval.reporting.htmlreport import write_html
 from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verdict_table
 from hpcval.run import procs
+from hpcval.run.earlier import keep_reframe_start_log, settle_earlier_run
 from hpcval.run.lock import site_lock
 from hpcval.run.procs import RunStopper
+from hpcval.run.storecheck import (
+    MIN_FREE_BYTES,
+    SITE_FILES_STAMP,
+    STORE_LOCK_WAIT,
+    _preflight,
+    _site_files_checked,
+    _site_files_stamp,
+    check_store,
+)
 from hpcval.site import Site
-from hpcval.site import references as refs
+
+#: re-exported: callers and tests read them here
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "MIN_FREE_BYTES", "NOTHING_SELECTED", "RECORD_ENV",
+           "SITE_FILES_STAMP", "STORE_LOCK_WAIT", "Outcome", "_preflight",
+           "_site_files_checked", "_site_files_stamp", "check_store", "keep_reframe_start_log",
+           "latest_report", "publish", "reframe_command", "republish", "run_reframe",
+           "settle_earlier_run", "validate"]
 
 #: Set for ReFrame by ``validate --record``: checks run and report their figures
 #: without references (see :func:`hpcval.rfm.references.recording`).
 RECORD_ENV = "HPCVAL_RECORD"  # the same name as hpcval.rfm.references.RECORD_ENV
-
-#: Free space the results store needs before a run starts.
-MIN_FREE_BYTES = 64 << 20
 
 #: Default wait for another validation of the same site, in seconds.
 DEFAULT_LOCK_TIMEOUT = 4 * 3600.0
@@ -89,52 +101,6 @@ def reframe_command() -> list[str]:
     if found is None:
         raise EnvironmentFault("reframe not found: install hpcval's dependencies (make setup)")
     return [found]
-
-
-#: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
-SITE_FILES_STAMP = "site-files.checked"
-
-
-def _site_files_stamp(site: Site) -> str:
-    """Every input of :meth:`hpcval.site.Site.check_files` (the site's files by
-    content, the check files and hpcval's checking code by mtime and size) with
-    the versions of hpcval and ReFrame: equal stamps, equal verdict."""
-    from importlib import metadata
-
-    from hpcval import site as site_module
-    from hpcval.core import yamlio
-    from hpcval.history.judging import settings
-    from hpcval.node import audit, expectations, tuning
-
-    parts = []
-    for dist in ("hpcval", "ReFrame-HPC"):
-        try:
-            parts.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            parts.append(f"{dist} -")
-    for site_file in site.checked_files:
-        try:  # the site's own files by content: an edit is never missed
-            parts.append(f"{site_file} {hashlib.sha256(site_file.read_bytes()).hexdigest()}")
-        except OSError:
-            parts.append(f"{site_file} -")
-    files = [Path(m.__file__ or "") for m in (refs, audit, expectations, tuning, settings, yamlio,
-                                                   site_module)]
-    for directory in (site.checks_dir, Path(refs.__file__).resolve().parents[1] / "rfm"):
-        files += sorted(directory.rglob("*.py"))
-    for file in files:
-        try:
-            st = file.stat()
-            parts.append(f"{file} {st.st_mtime_ns} {st.st_size}")
-        except OSError:
-            parts.append(f"{file} -")
-    return "\n".join(parts) + "\n"
-
-
-def _site_files_checked(site: Site, stamp: str) -> bool:
-    try:
-        return (site.var / SITE_FILES_STAMP).read_text() == stamp
-    except (OSError, UnicodeDecodeError):
-        return False
 
 
 def latest_report(site: Site) -> Path:
@@ -175,69 +141,6 @@ def publish(report_path: Path, site: Site, out: IO[str] = sys.stdout,
     print(f"HTML report: {html}", file=out)
     print(f"Run report:  {report_path}", file=out)
     return report, html
-
-
-def _preflight(site: Site, store_wait: float = 60.0) -> None:
-    try:
-        site.var.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(site.var).free
-        probe = site.var / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise os_fault(site.var, err, "preparing the results store") from None
-    if free < MIN_FREE_BYTES:
-        raise EnvironmentFault(f"{site.var}: disk full ({free >> 20} MiB free, a run needs "
-                               f"{MIN_FREE_BYTES >> 20} MiB); free space and run again")
-    check_store(site, wait=store_wait)
-
-
-#: seconds ``validate`` waits for another process's lock on the results store
-STORE_LOCK_WAIT = 60.0
-
-
-def check_store(site: Site, err: IO[str] = sys.stderr, wait: float = STORE_LOCK_WAIT) -> None:
-    """The results store opened and checked (SQLite's integrity check, its
-    tables, a write lock it can take) before the first benchmark runs: a
-    corrupt, read-only or locked store is named (exit 3) before minutes of
-    benchmarks, not after. Waiting on another process's lock is said."""
-    import sqlite3
-
-    from hpcval.core.errors import StoreError
-    from hpcval.history.store import Store
-
-    db = site.history_db
-    if not db.exists():
-        return  # made by the first run
-    deadline = time.monotonic() + wait
-    told = False
-    while True:
-        try:
-            conn = sqlite3.connect(db, timeout=0.2)
-        except sqlite3.Error:
-            break  # named by Store.connect below
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.rollback()
-            break
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error):
-                break
-            if time.monotonic() >= deadline:
-                raise StoreError(f"{db}: the results store stayed locked by another process "
-                                 f"for {wait:g} s; find it with `fuser {db}` and let it "
-                                 "finish") from None
-            if not told:
-                print(f"hpcval: waiting for the results store {db}: locked by another "
-                      f"process (at most {wait:g} s)", file=err, flush=True)
-                told = True
-            time.sleep(0.5)
-        except sqlite3.DatabaseError:
-            break  # corrupt: named by Store.connect below
-        finally:
-            conn.close()
-    with Store(db).connect():
-        pass  # integrity and schema: StoreError (exit 3) naming the store and the rebuild
 
 
 class _Console:
@@ -438,80 +341,6 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
     return outcome
 
 
-def keep_reframe_start_log(site: Site, run_id: str, since: float) -> Path | None:
-    """ReFrame logs its start (reading the site config) to ``rfm-*.log`` in
-    the system's temp directory, before the site config's own log takes
-    over, and leaves it there: moved to ``var/<site>/logs/<run id>.reframe-start.log``.
-    Its file is the one made since *since* that names this site's config (one
-    validation of a site runs at a time: the site lock)."""
-    import tempfile
-
-    needle = f"Loading configuration file: '{site.config}'"
-    for path in Path(tempfile.gettempdir()).glob("rfm-*.log"):
-        try:
-            if path.stat().st_mtime < since - 1 or needle not in path.read_text(
-                    errors="replace")[:20000]:
-                continue
-            dest = site.run_log(run_id).with_name(f"{run_id}.reframe-start.log")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest)
-            return dest
-        except OSError:
-            continue
-    return None
-
-
-def settle_earlier_run(site: Site, err: IO[str] = sys.stderr, wait: float = 0.0) -> None:
-    """Under the site lock: a run recorded in ``var/<site>/run.json`` is one
-    whose hpcval died (SIGKILL, an out-of-memory kill) without cleaning up.
-    Its processes still alive (ReFrame, launchers, ranks: found by run id and
-    process group) are stopped, so that no two runs share the machine, and
-    the run is marked ``orphaned`` (never judged, never a baseline). With
-    *wait* seconds (``validate --earlier-run wait``), they are first given
-    that long to end on their own. Says so."""
-    import socket
-
-    from hpcval.run import verdicts
-
-    path = site.var / procs.RUN_RECORD
-    rec = procs.read_run_record(path)
-    if rec is None:
-        return
-    old = str(rec["run_id"])
-    host = str(rec.get("host", ""))
-    if host and host != socket.gethostname():
-        print(f"hpcval: warning: {path}: run {old} of an hpcval on {host} ended without "
-              "cleaning up; its processes there cannot be seen from here", file=err,
-              flush=True)
-        left: list[int] = []
-    else:
-        pgid = rec.get("pgid")
-        group = pgid if isinstance(pgid, int) else None
-        alive = procs.run_processes(old, group)
-        if alive and wait > 0:
-            print(f"hpcval: run {old} of an hpcval that died (pid "
-                  f"{rec.get('hpcval_pid', '?')}) still has {len(alive)} process(es) running: "
-                  f"waiting up to {wait:g} s for them to end (--lock-timeout)", file=err,
-                  flush=True)
-            deadline = time.monotonic() + wait
-            while alive and time.monotonic() < deadline:
-                time.sleep(0.5)
-                alive = procs.run_processes(old, group)
-            if not alive:
-                print(f"hpcval: run {old}: its processes ended on their own", file=err,
-                      flush=True)
-        left = procs.stop_run(old, group, site.stage_dir(old)) if alive else []
-    done = verdicts.mark_orphaned(site, old)
-    alive = (f"stopped its {len(left)} process(es) still running "
-             f"(pids {', '.join(map(str, left[:8]))}{' ...' if len(left) > 8 else ''}); "
-             if left else "none of its processes was left; ")
-    print(f"hpcval: run {old} outlived its hpcval (pid {rec.get('hpcval_pid', '?')}, killed "
-          f"without cleaning up): {alive}{done}", file=err, flush=True)
-    with contextlib.suppress(OSError):
-        path.unlink()
-
-
-#: What ``validate`` says when ReFrame selected no test case.
 NOTHING_SELECTED = ("no check ran: nothing selected for this site (check the names given "
                     "with -n, the site's environments and the options given; a case needing "
                     "more ranks than a partition's CPUs is not generated)")

@@ -16,25 +16,45 @@ import json
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from hpcval.core.errors import HpcvalError, StoreError
 from hpcval.core.fileio import atomic_write
-from hpcval.history.judging import modes
-from hpcval.history.judging.change import Change, sig3
-from hpcval.history.store import HistoryPoint, Store, records_from_report, verdicts_path
+from hpcval.history.store import HistoryPoint, Store, records_from_report
 from hpcval.reporting.report import RunReport
 from hpcval.run import procs
+from hpcval.run.holds import (
+    _held_text,
+    _release_holds,
+    _update_saved,
+    _verdicts_file,
+    figure_name,
+    hold_reasons,
+)
+from hpcval.run.verdicttext import (
+    LOUD,
+    SANE_THRESHOLD,
+    _inconclusive_line,
+    _num,
+    _pct,
+    describe,
+    sustained_text,
+    verdict_text,
+)
 from hpcval.site import Site
+
+#: re-exported: callers read them here
+__all__ = ["FAILING", "INTERRUPTED_TEXT", "LOUD", "ORPHANED_TEXT", "QUIET", "SANE_THRESHOLD",
+           "Judged", "_held_text", "_inconclusive_line", "_num", "_pct", "_release_holds",
+           "_update_saved", "_verdicts_file", "baselines", "describe", "figure_name",
+           "hold_reasons", "mark_interrupted", "mark_orphaned", "provenance", "store_and_judge",
+           "stored", "sustained_text", "verdict_text", "window", "write_recorded_contract"]
 
 #: Outcomes that say nothing is wrong with a figure.
 QUIET = {"pass", "no-baseline"}
 #: Outcomes that fail the run (``unstable`` unless judging.yaml says
 #: ``unstable_fails: false``).
 FAILING = {"regressed", "unstable"}
-#: Outcomes with one terminal line per figure.
-LOUD = ("regressed", "unstable", "improved")
 
 
 @dataclass
@@ -61,10 +81,6 @@ def provenance(report: RunReport) -> dict[str, Any]:
     return {"kernel": platform.release(), "machine": platform.machine(), **declared}
 
 
-def _verdicts_file(site: Site, run_id: str) -> Path:
-    return verdicts_path(site.report_path(run_id))
-
-
 def window(points: list[HistoryPoint], n: int, level_runs: frozenset[str] = frozenset()
            ) -> tuple[list[list[float]], list[int]]:
     """Samples of the last ``n`` accepted runs of one figure (oldest first: the
@@ -84,12 +100,6 @@ def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
     passed, or failed only its reference band)."""
     accepted = [p for p in points if p.accepted and p.measured and p.samples]
     return [p.samples for p in accepted[-k:]]
-
-
-def figure_name(case_key: str, variable: str) -> str:
-    """The name judging settings match their globs on:
-    ``<check> [%param=value...]@<system>:<partition>+<environ>/<variable>``."""
-    return f"{case_key}/{variable}"
 
 
 def _as_dict(v: Any, unit: str) -> dict[str, Any]:
@@ -252,65 +262,6 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
                  "writing the run's verdicts")
 
 
-def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings: Any
-                 ) -> list[tuple[str, tuple[str, str]]]:
-    """Why a run that regressed nothing is still not accepted automatically
-    (:func:`hpcval.history.judging.modes.hold_reason`): a figure that moved by
-    the site's ``hold_factor`` (2x by default) either way, or one inconclusive
-    where one run cannot resolve even 50 %. Returns ``(reason, (case key,
-    variable))``."""
-    from hpcval.history.judging.modes import hold_reason
-
-    out = []
-    for case_key, variable, outcome, d in verdicts:
-        fs = settings.for_figure(figure_name(case_key, variable))
-        change = Change.from_detail(d)
-        thr = (d.get("needed") or {}).get("threshold")
-        why = hold_reason(outcome, change.change if change else None,
-                          thr if isinstance(thr, int | float) else None, fs.hold_factor)
-        if why is not None:
-            out.append((f"{variable} {why}", (case_key, variable)))
-    return out
-
-
-def _held_text(site: Site, run_id: str, hold: dict[str, Any] | None) -> str:
-    if hold is None:
-        return ""
-    return (f"HELD run {run_id}: not accepted into baselines ({'; '.join(hold['reasons'])}); "
-            f"`hpcval history --site {site.name} --accept {run_id}` accepts it as the new "
-            "level, a run at the old level leaves it out\n")
-
-
-def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]],
-                   run_id: str, verdicts: list[tuple[str, str, str, dict[str, Any]]]
-                   ) -> list[str]:
-    """Held runs this run decides: each held figure of theirs judged ``pass`` here
-    (against the baselines they are not in) is the old level confirmed; the held
-    run stays out of baselines for good (state ``outlier``)."""
-    now = {(k, v): o for k, v, o, _ in verdicts}
-    released = []
-    for held_id, hold in holds.items():
-        figs = [tuple(f) for f in hold.get("figures", []) if isinstance(f, list) and len(f) == 2]
-        if hold.get("state") != "held" or held_id == run_id or not figs:
-            continue
-        if all(now.get(f) == "pass" for f in figs):
-            new = {**hold, "state": "outlier", "confirmed_by": run_id}
-            store.set_hold(held_id, new)
-            _update_saved(site, held_id, held=new)
-            released.append(held_id)
-    return released
-
-
-def _update_saved(site: Site, run_id: str, **values: Any) -> None:
-    """Change keys of a run's verdicts file (what ``store rebuild`` reads)."""
-    path = _verdicts_file(site, run_id)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data.update(values)
-    atomic_write(path, json.dumps(data, indent=1, default=str), "recording the hold")
-
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
                settings: Any, run_id: str, level_runs: frozenset[str],
@@ -429,128 +380,6 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
     if data.get("result") == "orphaned":
         judged.text += ORPHANED_TEXT
     return judged
-
-
-def _num(v: Any) -> str:  # the HTML table's numbers (report.py takes them over)
-    if not isinstance(v, int | float):
-        return "-"
-    mag = abs(v)
-    return f"{v:,.0f}" if mag >= 1000 else f"{v:.1f}" if mag >= 10 else f"{v:.3g}"
-
-
-def _pct(v: Any) -> str:
-    return f"{100 * v:+.1f} %" if isinstance(v, int | float) else "-"
-
-
-def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> str:
-    """One line a person reads: what changed, by how much, how sure, which family."""
-    unit = d.get("unit", "")
-    text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
-            f"{sig3(d.get('current_median'))} {unit}".rstrip())
-    share = d.get("slow_share")
-    if outcome == "unstable" and d.get("dispersion") and not isinstance(share, dict):
-        disp = d["dispersion"]
-        text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
-                 f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
-    change = Change.from_detail(d)
-    if change is not None:
-        text += f", {change.text()}"
-    if d.get("family"):
-        text += f", family {d['family']}"
-    p = d.get("p_adjusted", d.get("p_value"))
-    if outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share"):
-        p = share.get("p", p) if isinstance(share, dict) else p  # the share test's p
-    elif outcome == "unstable" and isinstance(d.get("dispersion"), dict):
-        p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
-    if isinstance(p, int | float):
-        text += f", p={p:.2g}"
-    if d.get("statistic") == "fast":  # a two-moded figure: its fast mode and slow share
-        text += ", fast mode"
-        if isinstance(share, dict):
-            text += (f", slow-mode share {sig3(100 * share['before'])} -> "
-                     f"{sig3(100 * share['now'])} % [{100 * share['low']:+.0f} .. "
-                     f"{100 * share['high']:+.0f} points]")
-    sus = d.get("sustained")
-    if isinstance(sus, dict):
-        text += f"; {sustained_text(sus)}"
-    return text
-
-
-def sustained_text(sus: dict[str, Any]) -> str:
-    """``sustained since <run> (4 runs, CUSUM 6.2 > 5)``: the figure has stayed
-    beyond its old level since that run (called runs included)."""
-    runs = sus.get("runs_after")
-    cusum, limit = sus.get("cusum"), sus.get("limit")
-    extra = f"{runs} runs" if isinstance(runs, int) else ""
-    if isinstance(cusum, int | float) and isinstance(limit, int | float):
-        extra += f"{', ' if extra else ''}CUSUM {cusum:.1f} > {limit:g}"
-    since = sus.get("since")
-    head = f"sustained since {since}" if since else "sustained"
-    return f"{head} ({extra})" if extra else head
-
-
-#: The largest threshold an inconclusive line suggests: beyond it the run-to-run
-#: spread is no noise around one level but runs jumping between levels (modes),
-#: and a threshold that wide would hide every real fault.
-SANE_THRESHOLD = modes.SANE_THRESHOLD
-
-
-def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -> str:
-    """One line per check with inconclusive figures, with one action a person
-    can take: a few more runs (the sustained rule judges them together) when
-    that is at most 5; more samples per run when they resolve it; a threshold
-    one run resolves when it is a sane one (at most 50 %); else the figure's
-    runs jump between levels: judge its fast mode (``statistic: fast`` in
-    judging.yaml) or put it in a family with the figures that share its cause.
-    The run is held out of the baselines until a person accepts it."""
-    names = ", ".join(v for v, _ in items)
-    worse = [abs(d["change"]) for _, d in items if isinstance(d.get("change"), int | float)]
-    span = (f"{sig3(100 * min(worse))}-{sig3(100 * max(worse))} %" if len(worse) > 1
-            else f"{sig3(100 * worse[0])} %" if worse else "beyond the threshold")
-    needed = [d.get("needed") or {} for _, d in items]
-    runs = [n.get("runs") for n in needed]
-    samples = [n.get("samples") for n in needed]
-    thr = [n.get("threshold") for n in needed if isinstance(n.get("threshold"), float)]
-    if runs and all(isinstance(r, int) for r in runs) and max(runs) <= 5:
-        action = (f"{max(runs)} more runs at this level resolve it (the sustained rule "
-                  "judges them together)")
-    elif samples and all(isinstance(n, int) for n in samples) and max(samples) <= 1000:
-        action = (f"{max(samples)} samples per run resolve it (the check's sample count; "
-                  "the run-to-run spread allows it)")
-    elif thr and max(thr) <= SANE_THRESHOLD:
-        action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
-                  "run resolves at this noise)")
-    else:
-        spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
-        wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
-        action = (f"its runs jump between levels{wide}: judge the fast mode "
-                  "(figures: {'<glob>': {statistic: fast}} in judging.yaml) or group it "
-                  "with the figures that share its cause (families: in judging.yaml)")
-    count = f"{len(items)} figure{'s' if len(items) > 1 else ''}"
-    return (f"INCONCLUSIVE {case_key}: {count} ({names}) worse by {span} within the noise; "
-            f"{action}")
-
-
-def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
-    """The history verdicts a person reads after ReFrame's log (docs/judging.md):
-    one line per regressed, unstable or improved figure, one per check with
-    inconclusive figures, then one line of counts (the only line on a clean run)."""
-    if not verdicts:
-        return ""
-    counts: dict[str, int] = {}
-    for _, _, outcome, _ in verdicts:
-        counts[outcome] = counts.get(outcome, 0) + 1
-    order = ["regressed", "unstable", "improved", "warn", "inconclusive", "pass", "no-baseline"]
-    summary = ", ".join(f"{counts[o]} {o}" for o in order if o in counts)
-    lines = [describe(k, v, o, d) for o_want in LOUD
-             for k, v, o, d in verdicts if o == o_want]
-    pending: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for k, v, o, d in verdicts:
-        if o == "inconclusive":
-            pending.setdefault(k, []).append((v, d))
-    lines += [_inconclusive_line(k, items) for k, items in pending.items()]
-    return "".join(f"{line}\n" for line in lines) + \
-        f"History verdicts: {summary} (docs/judging.md)\n"
 
 
 def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:
