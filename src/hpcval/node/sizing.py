@@ -136,7 +136,7 @@ class Size:
 
 
 def _size(nbytes: float | None) -> str:
-    if not nbytes:
+    if nbytes is None:
         return "unknown"
     for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if nbytes >= scale:
