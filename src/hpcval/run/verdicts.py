@@ -204,6 +204,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         case_key, variable, unit, hist, current, better = where[name]
         outcome, detail = verdict.outcome, _as_dict(verdict, unit)
         cp = sustained.get(name)
+        if cp is not None and outcome == "regressed" and cp.get("runs_after", 0) < 2:
+            cp = None  # called on its own: one run is no "sustained since" (itself)
         if cp is not None and outcome != "no-baseline":
             # the figure has stayed beyond its old level since run cp["since"]
             detail["sustained"] = cp
