@@ -58,14 +58,14 @@ REPO = HERE.parent.parent
 OFFLINE = HERE / "offline"
 #: What travels at most (the device tool's limit for the working tree and carried paths).
 CARRY_LIMIT = 64 << 20
-#: The device machines' Python (/work/.library/device/KINDS.md: "python3 is Python
-#: 3.12.3, at /opt/torch/.venv/bin/python3"), unless --python-version says otherwise.
+#: The GPU machines' Python (their image's python3 is Python 3.12.3, in a venv
+#: with numpy, scipy and matplotlib), unless --python-version says otherwise.
 TARGET_PYTHON = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64",
              "manylinux1_x86_64")
 #: Distributions not carried, and why. The large numerical ones are in the device
-#: image's Python (KINDS.md, "Python packages already there"): ``run`` layers that
+#: image's Python (its package list): ``run`` layers that
 #: Python's site-packages under its venv. polars is needed by ReFrame's results
 #: storage only, which hpcval does not use (hpcval keeps its own store).
 NOT_CARRIED: dict[str, str] = {
