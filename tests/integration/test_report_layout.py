@@ -112,12 +112,13 @@ svg:d.getElementsByTagName('svg').length,templates:d.getElementsByTagName('templ
 wide:wide}});}};</script></body></html>"""
 
 
-def _probe(page: Path, size: tuple[int, int]) -> dict:
-    """Open ``page`` in an iframe of ``size`` and measure it once it has loaded:
-    its scroll and client widths, where the verdict and the first alarm end,
-    how many elements it has, how long it took to load."""
+def _probe(page: Path, size: tuple[int, int], template: str = _PROBE) -> dict:
+    """Open ``page`` in an iframe of ``size`` and measure it once it has loaded
+    (``template``: the probe page; by default its scroll and client widths,
+    where the verdict and the first alarm end, how many elements it has, how
+    long it took to load)."""
     probe = page.with_name(f"probe-{size[0]}-{page.name}")
-    probe.write_text(_PROBE.format(src=page.name, w=size[0], h=size[1]))
+    probe.write_text(template.format(src=page.name, w=size[0], h=size[1]))
     proc = _chromium("--allow-file-access-from-files", "--dump-dom", probe.as_uri())
     found = re.search(r"<pre id=\"out\">(.*?)</pre>", proc.stdout, re.S)
     assert found and found.group(1), proc.stderr[-2000:]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html as htmllib
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from hpcval.vet import report
 from hpcval.vet.run import judge_recorded
 from hpcval.vet.simulate import simulated_result
-from integration.test_report_layout import CHROMIUM, DESKTOP, PHONE, _chromium
+from integration.test_report_layout import CHROMIUM, DESKTOP, PHONE, _probe
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "vet"
 
@@ -46,15 +45,6 @@ verdict:d.getElementById('verdict').getBoundingClientRect().bottom,named:named,
 svg:d.getElementsByTagName('svg').length,wide:wide}});}};</script></body></html>"""
 
 
-def _probe(page: Path, size: tuple[int, int]) -> dict:
-    probe = page.with_name(f"probe-{size[0]}-{page.name}")
-    probe.write_text(_PROBE.format(src=page.name, w=size[0], h=size[1]))
-    proc = _chromium("--allow-file-access-from-files", "--dump-dom", probe.as_uri())
-    found = re.search(r"<pre id=\"out\">(.*?)</pre>", proc.stdout, re.S)
-    assert found and found.group(1), proc.stderr[-2000:]
-    return json.loads(htmllib.unescape(found.group(1)))
-
-
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     tmp = tmp_path_factory.mktemp("vet")
@@ -76,7 +66,7 @@ def pages(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
 def test_vet_report_fits_and_shows_the_culprits_first(pages, name: str,
                                                       size: tuple[int, int]) -> None:
     page, result = pages[name]
-    seen = _probe(page, size)
+    seen = _probe(page, size, _PROBE)
     assert seen["inner"] == size[0]
     assert seen["scroll"] <= seen["client"], f"{name} overflows at {size[0]} px: {seen}"
     assert not seen["wide"], seen["wide"]
