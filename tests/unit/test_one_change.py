@@ -70,6 +70,18 @@ def _trend(hist, run_id, key, capsys) -> str:
     return capsys.readouterr().out
 
 
+def _trend_html(hist, run_id, key, capsys, tmp_path_factory=None) -> str:
+    out = hist.site.root / "trend-one-change.html"
+    main(["trend", "--site", "demo", "--html", str(out)])
+    capsys.readouterr()
+    page = out.read_text()
+    row = next(r for r in re.findall(r"<details class='fig'.*?</summary>", page, re.S)
+               if f"<b>{FIGURE}</b>" in r and CHECK in r)
+    # the band result and the history outcome, both, as the report's row
+    assert "data-l='outcome'>FAIL + regressed<" in row
+    return html.unescape(row)
+
+
 def _export(hist, run_id, key, capsys) -> str:
     main(["export", "--site", "demo", "--run", run_id])
     text = capsys.readouterr().out
@@ -89,7 +101,8 @@ def _export(hist, run_id, key, capsys) -> str:
 #: :meth:`Change.text` (hpcval.reporting.comparepage), not the history
 #: verdict of one run.
 SURFACES = {"validate": _validate, "report": _report, "report-html": _report_html,
-            "history": _history, "trend": _trend, "export": _export}
+            "history": _history, "trend": _trend, "trend-html": _trend_html,
+            "export": _export}
 
 
 @pytest.mark.parametrize("surface", list(SURFACES))

@@ -195,15 +195,21 @@ def history_band(detail: dict[str, Any], spread: float | None) -> str:
     return text + (f" ({runs} run{'s' * (runs != 1)})" if isinstance(runs, int) else "")
 
 
+def shown_outcome(outcome: str, verdict: str | None) -> str:
+    """The outcome cell: where the band failed and the history moved too, both
+    (``FAIL + regressed``), so the history verdict (and its change, in the row's
+    change cell) is not hidden exactly where it matters."""
+    if outcome == "FAIL" and verdict and verdict not in ("pass", "no-baseline", "-"):
+        return f"FAIL + {verdict}"
+    return outcome
+
+
 def _view(r: Row) -> FigureView:
     p, d = r.perf, r.detail
     assert p is not None
     spread = r.spread()
     change = change_text(d)
-    outcome = r.outcome
-    if r.outcome == "FAIL" and r.verdict and r.verdict not in ("pass", "no-baseline"):
-        # the band failed and the history moved: both, the history's with its number
-        outcome = f"FAIL + {r.verdict}"
+    outcome = shown_outcome(r.outcome, r.verdict)
     bands: list[tuple[float | None, float | None, str, str]] = []
     lo, hi = p.bounds()
     if lo is not None or hi is not None:

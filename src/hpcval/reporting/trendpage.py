@@ -94,6 +94,10 @@ def dashboard(series: list[Series], site: str, store: Any = None,
         level = median(since) if since else None
         if cp:
             change = f"{cp.as_change().text()} at run {cp.index + 1}"
+            if outcome_of(s)[0] in rp.ALARMS or verdicts.get(key, ("-",))[0] in rp.ALARMS:
+                if isinstance(detail.get("change"), int | float):
+                    # the latest run's verdict, with its interval, beside the step
+                    change += f"; latest run {rp.change_text(detail)}"
         elif isinstance(detail.get("change"), int | float):
             change = f"{rp.change_text(detail)} (latest run)"
         else:
@@ -110,7 +114,8 @@ def dashboard(series: list[Series], site: str, store: Any = None,
         area = rp.area_of(check, None, areas)
         views.append(hr.FigureView(
             s.variable, s.case_key, s.unit, rp.num(medians[-1] if medians else None), band,
-            hband, change, outcome, s, band_list, perf is not None and outcome != "FAIL"
+            hband, change, hr.shown_outcome(outcome, verdicts.get(key, ("-", {}))[0]), s,
+            band_list, perf is not None and outcome != "FAIL"
             and perf.result != "fail" and rp.loose_band(perf, s.better, spread),
             data={"name": f"{s.case_key} {s.variable}".lower(), "check": check, "area": area,
                   "partition": where, "rank": str(rp.RANK.get(outcome, 5)),
