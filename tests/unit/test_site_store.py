@@ -118,6 +118,22 @@ def test_atomic_write_and_unique_backups(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def test_atomic_write_gives_the_mode_a_new_file_gets(tmp_path):
+    """Reports, pages and verdicts are read by others (a web server, a person
+    on the login node): 0666 less the umask, as open() gives, never the 0600
+    of the temporary file they are written through."""
+    old = os.umask(0o022)
+    try:
+        page = atomic_write(tmp_path / "latest.html", "<html></html>")
+        assert page.stat().st_mode & 0o777 == 0o644
+        private = atomic_write(tmp_path / "p.prom", "x\n", mode=0o600)
+        assert private.stat().st_mode & 0o777 == 0o600
+        os.umask(0o077)
+        assert atomic_write(tmp_path / "latest.html", "x").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+
+
 def test_atomic_write_read_only_names_the_path(tmp_path):
     if os.geteuid() == 0:
         pytest.skip("root writes into read-only directories")

@@ -95,6 +95,8 @@ def test_an_archive_enters_the_mirror_only_with_the_sha256_of_its_package(
     target = into / f"_source-cache/archive/{good[:2]}/{good}.tar.gz"
     assert made.made == [f"tiny@1.0: {target} (sha256 verified against package.py)"]
     assert mirror.sha256_of(target) == good
+    # a shared mirror: Spack run by another user reads it (not the temp file's 0600)
+    assert target.stat().st_mode & 0o044 == 0o044
     # made again: found, verified, left as it is
     again = mirror.make_mirror([src], into, tmp_path / "sources", RECIPES)
     assert again.present == [f"tiny@1.0: {target} (sha256 verified)"] and not again.made

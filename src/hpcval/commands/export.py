@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from hpcval.core.fileio import os_fault
+from hpcval.core.fileio import atomic_write
 from hpcval.history.store import Store
 from hpcval.reporting.export import openmetrics
 from hpcval.site import Site
@@ -42,25 +39,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def write_readable(path: Path, text: str) -> None:
     """Replace ``path`` atomically with a file others may read (mode 0644 less
-    the umask): node_exporter usually runs as its own user, and a temporary
-    file is 0600. The temporary file's name ends in ``.tmp``, which the textfile
-    collector (``*.prom``) never reads."""
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
-        raise os_fault(path, err, "writing the OpenMetrics export") from None
-    try:
-        os.fchmod(fd, 0o644 & ~umask)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        raise os_fault(path, err, "writing the OpenMetrics export") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    the umask): node_exporter usually runs as its own user. The temporary
+    file's name ends in ``.tmp``, which the textfile collector (``*.prom``)
+    never reads."""
+    atomic_write(path, text, "writing the OpenMetrics export", mode=0o644)

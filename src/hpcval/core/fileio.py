@@ -35,13 +35,21 @@ def os_fault(path: str | Path, err: OSError, doing: str) -> EnvironmentFault:
     return EnvironmentFault(f"{path}: {err.strerror or err} while {doing}")
 
 
-def atomic_write(path: str | Path, data: str | bytes, doing: str = "writing") -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + fsync + rename)."""
+def atomic_write(path: str | Path, data: str | bytes, doing: str = "writing",
+                 mode: int = 0o666) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename).
+
+    The file gets ``mode`` less the umask, as ``open()`` gives a new file (a
+    temporary file alone would be 0600: a report or page others cannot read).
+    The temporary file's name starts with a dot and ends in ``.tmp``."""
     path = Path(path)
     tmp: str | None = None
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, mode & ~umask)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()

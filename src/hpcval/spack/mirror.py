@@ -327,6 +327,9 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
             else:
                 note = (f"{ref} = {commit[:12]}; package.py declares no checksum (a git "
                         "clone): Spack takes the mirror copy unverified")
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(part, 0o644 & ~umask)  # a shared mirror: others' Spack reads it
             os.replace(part, target)
             result.made.append(f"{src.label}: {target} ({note})")
         finally:
