@@ -53,7 +53,8 @@ def test_inconclusive_figures_are_one_line_per_check_with_one_action() -> None:
                                        "threshold": 0.19})
     lines = verdict_text([(CASE, "bw_1MiB", "inconclusive", d),
                           (CASE, "bw_4MiB", "inconclusive", d2),
-                          (CASE, "lat_8B", "pass", _detail())]).splitlines()
+                          (CASE, "lat_8B", "pass", _detail())],
+                         inconclusive_lines=True).splitlines()
     assert lines == [
         f"INCONCLUSIVE {CASE}: 2 figures (bw_1MiB, bw_4MiB) worse by 8.00-12.0 % within the "
         "noise; 4 more runs at this level resolve it (the sustained rule judges them together)",
@@ -61,9 +62,23 @@ def test_inconclusive_figures_are_one_line_per_check_with_one_action() -> None:
     ]
     # more than 5 runs: the threshold one run resolves instead
     far = _detail(change=-0.3, needed={"runs": 37, "threshold": 0.334})
-    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", far)]).splitlines()[0]
+    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", far)],
+                        inconclusive_lines=True).splitlines()[0]
     assert line.endswith("raise the threshold to 33.4 % in judging.yaml (what one run "
                          "resolves at this noise)")
+
+
+def test_a_validation_counts_inconclusive_figures_in_its_one_line() -> None:
+    """A clean run of a noisy figure is often worse by the threshold within the
+    noise: validate prints the counts line only, and says where the detail is."""
+    d = _detail(change=-0.12, needed={"runs": 3, "baseline_runs": 12, "samples": None,
+                                      "threshold": 0.21})
+    text = verdict_text([(CASE, "bw_1MiB", "inconclusive", d), (CASE, "lat_8B", "pass",
+                                                                _detail())])
+    assert text == ("History verdicts: 1 inconclusive, 1 pass (docs/judging.md; `hpcval "
+                    "report` says what would resolve the inconclusive)\n")
+    clean = verdict_text([(CASE, "lat_8B", "pass", _detail())])
+    assert clean == "History verdicts: 1 pass (docs/judging.md)\n"
 
 
 def test_inconclusive_never_advises_a_threshold_beyond_50_per_cent() -> None:
@@ -71,12 +86,14 @@ def test_inconclusive_never_advises_a_threshold_beyond_50_per_cent() -> None:
     resolved by one run: the line names what a person can do instead."""
     wide = _detail(change=2.16, spread=2.4, needed={"runs": 40, "samples": None,
                                                     "threshold": 148.0})
-    line = verdict_text([(CASE, "lat_0B", "inconclusive", wide)]).splitlines()[0]
+    line = verdict_text([(CASE, "lat_0B", "inconclusive", wide)],
+                        inconclusive_lines=True).splitlines()[0]
     assert "threshold to" not in line and "14,800" not in line
     assert "statistic: fast" in line and "families:" in line and "240 % run to run" in line
     # more samples per run, where the run-to-run spread leaves room for them
     more = _detail(change=-0.3, needed={"runs": 37, "samples": 40, "threshold": 0.9})
-    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", more)]).splitlines()[0]
+    line = verdict_text([(CASE, "bw_1MiB", "inconclusive", more)],
+                        inconclusive_lines=True).splitlines()[0]
     assert line.endswith("40 samples per run resolve it (the check's sample count; "
                          "the run-to-run spread allows it)")
 

@@ -376,7 +376,7 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
         return judged
     judged.regressed = any(v[2] == "regressed" for v in judged.verdicts) or (
         data.get("result") == "unstable")
-    judged.text = verdict_text(judged.verdicts)
+    judged.text = verdict_text(judged.verdicts, inconclusive_lines=True)
     if data.get("result") == "interrupted":
         judged.text += INTERRUPTED_TEXT
     if data.get("result") == "orphaned":

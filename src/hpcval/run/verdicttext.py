@@ -1,7 +1,7 @@
 """What a person reads of a run's verdicts: one line per regressed, unstable
 or improved figure (:func:`describe`, with how long a change has been
-sustained), one per check with inconclusive figures and the action that
-resolves them, then one line of counts (:func:`verdict_text`)."""
+sustained), in ``hpcval report`` one per check with inconclusive figures and
+the action that resolves them, then one line of counts (:func:`verdict_text`)."""
 
 from __future__ import annotations
 
@@ -114,10 +114,16 @@ def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -
             f"{action}")
 
 
-def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
+def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]],
+                 inconclusive_lines: bool = False) -> str:
     """The history verdicts a person reads after ReFrame's log (docs/judging.md):
-    one line per regressed, unstable or improved figure, one per check with
-    inconclusive figures, then one line of counts (the only line on a clean run)."""
+    one line per regressed, unstable or improved figure, then one line of counts
+    (the only line on a clean run). ``inconclusive_lines`` (``hpcval report``)
+    adds one line per check with inconclusive figures and the action that
+    resolves them. A validation counts them only: an inconclusive figure is one
+    whose noise cannot tell, which one run cannot act on, and which a clean run
+    of a noisy figure is often (the sustained rule judges the runs after it
+    together)."""
     if not verdicts:
         return ""
     counts: dict[str, int] = {}
@@ -131,6 +137,9 @@ def verdict_text(verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> str:
     for k, v, o, d in verdicts:
         if o == "inconclusive":
             pending.setdefault(k, []).append((v, d))
-    lines += [_inconclusive_line(k, items) for k, items in pending.items()]
-    return "".join(f"{line}\n" for line in lines) + \
-        f"History verdicts: {summary} (docs/judging.md)\n"
+    where = "docs/judging.md"
+    if inconclusive_lines:
+        lines += [_inconclusive_line(k, items) for k, items in pending.items()]
+    elif pending:
+        where += "; `hpcval report` says what would resolve the inconclusive"
+    return "".join(f"{line}\n" for line in lines) + f"History verdicts: {summary} ({where})\n"
