@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from hpcval.core.errors import ParseError
-from hpcval.parsers.imb import check_complete, parse_imb
+from hpcval.parsers.imb import check_complete, parse_imb, parse_imb_runs
 from hpcval.parsers.omb import parse_omb, parse_omb_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RMA = DATA / "imb" / "rma_unidir_put_modes_impi2021.18.txt"
+EXT = DATA / "imb" / "ext_modes_imb2021.7_impi2021.18.txt"
+IO = DATA / "imb" / "io_modes_imb2021.7_impi2021.18.txt"
 OSU_RUNS = DATA / "omb" / "5.8" / "metrics_operator_nine_runs_openmpi.txt"
 NO_LAUNCH = DATA / "omb" / "launcher" / "openmpi4.1.4_executable_missing.txt"
 
@@ -32,6 +34,68 @@ def test_imb_rma_two_modes_read_as_two_tables() -> None:
         result.table("Unidir_put")
     with pytest.raises(ParseError, match="no table for Unidir_put in mode BOTH"):
         result.table("Unidir_put", mode="BOTH")
+
+
+def test_imb_ext_two_modes_read_as_two_tables() -> None:
+    """IMB-EXT prints AGGREGATE first: read without a mode, Unidir_Put at 8 B
+    was 0.11 us (aggregate) where the non-aggregate table says 1169.60 us.
+    Each of the five two-mode benchmarks is refused without a mode and read
+    in either; Window, printed in one mode with no MODE line, needs none."""
+    result = parse_imb(EXT.read_text(), str(EXT))
+    assert result.version == "2021.7" and result.finished
+    two = ["Unidir_Get", "Unidir_Put", "Bidir_Get", "Bidir_Put", "Accumulate"]
+    for bench in two:
+        assert result.modes(bench) == ["AGGREGATE", "NON-AGGREGATE"]
+        with pytest.raises(ParseError, match=rf"{bench}\(np=2\) in 2 modes \(AGGREGATE, "
+                                             r"NON-AGGREGATE\): give the mode to read"):
+            result.table(bench)
+        with pytest.raises(ParseError, match="give the mode to read"):
+            check_complete(result, bench, [0, 64], source=str(EXT))
+    put = check_complete(result, "Unidir_Put", [0, 4, 8, 64], mode="NON-AGGREGATE",
+                         source=str(EXT))
+    assert put.mode == "NON-AGGREGATE" and put.value(8, "t_usec") == 1169.60
+    agg = check_complete(result, "unidir_put", [8], mode="aggregate", source=str(EXT))
+    assert agg.mode == "AGGREGATE" and agg.value(8, "t_usec") == 0.11
+    assert agg.value(64, "mbytes_per_sec") == 468.51
+    accumulate = result.table("Accumulate", mode="NON-AGGREGATE")
+    assert accumulate.columns == ("bytes", "repetitions", "t_min_usec", "t_max_usec",
+                                  "t_avg_usec")
+    assert accumulate.value(8, "t_avg_usec") == 0.56
+    assert result.table("Accumulate", mode="AGGREGATE").value(8, "t_avg_usec") == 177.79
+    window = check_complete(result, "Window", [0, 64], source=str(EXT))
+    assert window.mode is None and result.modes("Window") == []
+    assert window.value(8, "t_max_usec") == 713.82
+    # IMB-EXT measures 0, 4, 8, ... B: a size it skipped is named with the table's mode
+    with pytest.raises(ParseError, match=r"IMB Bidir_Get \(np=2, NON-AGGREGATE\): no row "
+                                         r"for 1 B \(measured: 0, 4, 8, 16, 32, 64\)"):
+        check_complete(result, "Bidir_Get", [1], mode="NON-AGGREGATE", source=str(EXT))
+
+
+def test_imb_io_modes_at_each_process_count() -> None:
+    """IMB-IO writes in both modes at 1 and 2 processes; the nonblocking write
+    and the read in AGGREGATE only; the banner IMB 2021.7 runs into its
+    dashed line (``MPI-IO partn#---``)."""
+    text = IO.read_text()
+    result = parse_imb(text, str(IO))
+    assert result.version == "2021.7" and result.finished
+    assert len(parse_imb_runs(text, str(IO))) == 1
+    assert [(t.processes, t.mode) for t in result.tables if t.benchmark == "P_Write_Indv"] \
+        == [(1, "AGGREGATE"), (1, "NON-AGGREGATE"), (2, "AGGREGATE"), (2, "NON-AGGREGATE")]
+    with pytest.raises(ParseError, match=r"P_Write_Indv\(np=2\) in 2 modes"):
+        result.table("P_Write_Indv")
+    with pytest.raises(ParseError, match=r"S_Write_Indv\(np=1\) in 2 modes"):
+        check_complete(result, "S_Write_Indv", [64], source=str(IO))
+    non = check_complete(result, "P_Write_Indv", [0, 64], mode="NON-AGGREGATE", source=str(IO))
+    assert (non.processes, non.value(8, "t_avg_usec")) == (2, 23802.23)
+    one = check_complete(result, "P_Write_Indv", [8], 1, mode="AGGREGATE", source=str(IO))
+    assert (one.processes, one.value(8, "t_avg_usec")) == (1, 1594.88)
+    assert result.table("S_Write_Indv", mode="NON-AGGREGATE").value(1, "t_usec") == 13181.95
+    iwrite = check_complete(result, "P_IWrite_Indv", [0, 64], source=str(IO))  # one mode
+    assert iwrite.mode == "AGGREGATE" and iwrite.value(64, "overlap_pct") == 100.00
+    assert result.table("P_Read_Indv").value(64, "mbytes_per_sec") == 18.94
+    open_close = result.table("Open_Close")
+    assert open_close.mode is None and open_close.rows == [
+        {"repetitions": 10, "t_min_usec": 359.98, "t_max_usec": 3172.47, "t_avg_usec": 1766.23}]
 
 
 def test_imb_mpi1_tables_have_no_mode() -> None:

@@ -29,13 +29,13 @@ def _imb(text: str) -> None:
         table.sizes()
         for column in table.columns:
             table.series(column)
-        try:  # every table, not only those before the first one refused
+        try:  # every table (each of two modes too), not only those before the first refused
             imb.check_complete(result, table.benchmark, table.sizes()[:3], table.processes,
-                               source="p")
+                               source="p", mode=table.mode)
         except ParseError:
             pass
     for run in imb.parse_imb_runs(text, "p"):
-        run.table(run.tables[0].benchmark)
+        run.table(run.tables[0].benchmark, mode=run.tables[0].mode)
 
 
 def _omb(text: str) -> None:

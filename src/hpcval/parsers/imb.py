@@ -1,4 +1,4 @@
-"""Parser for Intel MPI Benchmarks (IMB-MPI1, IMB-NBC, IMB-P2P, IMB-RMA) output.
+"""Parser for Intel MPI Benchmarks output (IMB-MPI1, -NBC, -P2P, -RMA, -EXT, -IO).
 
 IMB prints one table per benchmark and process count::
 
@@ -37,12 +37,16 @@ Variants read (each with a recorded output in ``tests/data/imb``):
   annotation lines — are kept in :attr:`ImbTable.messages`, not parsed. A line
   that starts like a row (a number) but does not fit the header is refused
   with its line number: a wrapped, cut or corrupted row.
-* IMB-EXT and IMB-RMA print a benchmark in two modes (``#    MODE:
-  NON-AGGREGATE``, then ``AGGREGATE``), same name and process count: two
-  tables, told apart by :attr:`ImbTable.mode`; :meth:`ImbResult.table`
-  takes the mode to read and refuses to guess between two.
+* IMB-EXT, IMB-RMA and IMB-IO's writes print a benchmark in two modes, same
+  name and process count (IMB-RMA ``#    MODE: NON-AGGREGATE`` then
+  ``AGGREGATE``, IMB-EXT and IMB-IO ``AGGREGATE`` then ``NON-AGGREGATE``;
+  IMB-EXT's Window prints no ``MODE`` line, IMB-IO's reads only
+  ``AGGREGATE``): two tables, told apart by :attr:`ImbTable.mode`;
+  :meth:`ImbResult.table` and :func:`check_complete` take the mode to read
+  and refuse to guess between two.
 * Banners ``Intel(R) MPI Benchmarks 2021.11``, ``Intel (R) MPI Benchmarks
-  2018`` and ``Intel (R) MPI Benchmark Suite V2.3``; IMB 2.x prints no
+  2018`` and ``Intel (R) MPI Benchmark Suite V2.3``, and IMB-IO 2021.7's,
+  run into its dashed line (``MPI-IO partn#---``); IMB 2.x prints no
   ``All processes entering MPI_Finalize`` line, so its output counts as
   finished when it holds tables (completeness is then judged by the sizes).
 """
@@ -101,7 +105,7 @@ class ImbTable:
     groups: int | None = None
     #: Non-row lines found inside the table (runtime messages): (line number, text).
     messages: list[tuple[int, str]] = field(default_factory=list)
-    #: IMB-EXT and IMB-RMA: ``AGGREGATE`` or ``NON-AGGREGATE`` (``# MODE: ...``
+    #: IMB-EXT, IMB-RMA, IMB-IO: ``AGGREGATE`` or ``NON-AGGREGATE`` (``# MODE: ...``
     #: above the table; both modes of a benchmark are two tables), else None.
     mode: str | None = None
     #: ``-multi``: group -> its ranks in MPI_COMM_WORLD, as the banner lists them.
@@ -124,6 +128,12 @@ class ImbTable:
             out[int(r["group"])].rows.append({c: v for c, v in r.items() if c != "group"})
         return out
 
+    def label(self) -> str:
+        """``Unidir_Put (np=2, AGGREGATE)``: the benchmark, its process count and
+        its mode where IMB printed one, as messages name a table."""
+        mode = f", {self.mode}" if self.mode else ""
+        return f"{self.benchmark} (np={self.processes}{mode})"
+
     def sizes(self) -> list[int]:
         """Message sizes measured, in table order."""
         return [int(r["bytes"]) for r in self.rows if "bytes" in r]
@@ -137,11 +147,11 @@ class ImbTable:
         for e in self.errors:
             if e.bytes == size:
                 raise ParseError(
-                    f"IMB {self.benchmark} (np={self.processes}): {size} B not measured: "
+                    f"IMB {self.label()}: {size} B not measured: "
                     f"{e.kind}: {e.message}".rstrip(": ")
                 )
         raise ParseError(
-            f"IMB {self.benchmark} (np={self.processes}): no row for {size} B "
+            f"IMB {self.label()}: no row for {size} B "
             f"(measured: {_fmt_sizes(self.sizes())})"
         )
 
@@ -174,7 +184,7 @@ class ImbResult:
     def table(self, benchmark: str, processes: int | None = None,
               mode: str | None = None) -> ImbTable:
         """The table of ``benchmark``; the one with the most processes unless
-        ``processes`` is given. IMB-EXT and IMB-RMA print a benchmark in two
+        ``processes`` is given. IMB-EXT, IMB-RMA and IMB-IO print a benchmark in two
         modes, two tables: ``mode`` (``AGGREGATE`` or ``NON-AGGREGATE``)
         selects one; without it, output holding both is refused (reading the
         first silently would judge the wrong mode)."""
@@ -198,7 +208,7 @@ class ImbResult:
         return max(found, key=lambda t: t.processes)
 
     def modes(self, benchmark: str) -> list[str]:
-        """The modes ``benchmark`` was printed in (IMB-EXT, IMB-RMA), in order."""
+        """The modes ``benchmark`` was printed in (IMB-EXT, IMB-RMA, IMB-IO), in order."""
         seen: list[str] = []
         for t in self.tables:
             if t.benchmark.lower() == benchmark.lower() and t.mode and t.mode not in seen:
@@ -311,16 +321,19 @@ def parse_imb(text: str, source: str = "IMB output") -> ImbResult:
 
 
 def check_complete(result: ImbResult, benchmark: str, sizes: Iterable[int],
-                   processes: int | None = None, source: str = "IMB output") -> ImbTable:
+                   processes: int | None = None, source: str = "IMB output",
+                   mode: str | None = None) -> ImbTable:
     """The table of ``benchmark``, or :class:`ParseError` naming what is wrong:
     a size IMB aborted (time-out, out-of-mem), a missing size, or output that
-    stops before ``MPI_Finalize`` (a crashed or killed run)."""
-    table = result.table(benchmark, processes)
+    stops before ``MPI_Finalize`` (a crashed or killed run). ``mode``
+    (``AGGREGATE`` or ``NON-AGGREGATE``) selects one of the two tables IMB-EXT,
+    IMB-RMA and IMB-IO print for a benchmark, as :meth:`ImbResult.table` does."""
+    table = result.table(benchmark, processes, mode)
     for size in sizes:
         table.row(size)
     if table.errors:
         e = table.errors[0]
-        raise ParseError(f"{source}: IMB {benchmark} {e.bytes} B: {e.kind}: {e.message}")
+        raise ParseError(f"{source}: IMB {table.label()} {e.bytes} B: {e.kind}: {e.message}")
     if not result.finished:
         sizes = table.sizes()  # none for Barrier, whose rows have no #bytes
         raise ParseError(
