@@ -51,7 +51,7 @@ from hpcval.core.runid import ENV as RUN_ID_ENV
 from hpcval.core.runid import new_run_id
 from hpcval.reporting.htmlreport import write_html
 from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verdict_table
-from hpcval.run import procs
+from hpcval.run import hostload, procs
 from hpcval.run.earlier import keep_reframe_start_log, settle_earlier_run
 from hpcval.run.lock import site_lock
 from hpcval.run.procs import RunStopper
@@ -301,9 +301,10 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
     # every value of the site config a run sizes or launches with (topology,
     # budget from every source, extras): exit 2 (3 for a missing tool) now,
     # not failed checks later
-    from hpcval.rfm.sitevalues import check_site_values
+    from hpcval.rfm.sitevalues import check_site_values, host_cpus
 
-    check_site_values(site, reframe_args or [])
+    config = site.reframe_config()
+    check_site_values(site, reframe_args or [], config)
     _preflight(site, min(lock_timeout, STORE_LOCK_WAIT))
     if not record and stamp:
         with contextlib.suppress(HpcvalError, OSError):  # only a cache
@@ -329,11 +330,15 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
             print(f"hpcval: run {run_id} on site {site.name}", file=out)
             print("+ " + " ".join(cmd), file=out, flush=True)
             started = time.time()
+            load = hostload.HostLoad.start()
             console = run_reframe(cmd, env, site.root, out,
                                   site.run_log(run_id), site.config, stopper)
+            others = load.others()
             keep_reframe_start_log(site, run_id, started)
             outcome = _conclude(site, run_id, report_path, console, record, out,
                                 reframe_args or [], stopper, tags)
+            if outcome.exit_code == EXIT_FAILED and hostload.runs_here(config):
+                print(hostload.note(others, host_cpus()), end="", file=out, flush=True)
         finally:
             procs.current = None
             if not stopper.left:  # else the next run finds and stops them
