@@ -388,13 +388,34 @@ def _flags(pools: Pools, accepted: list[Run], run: Run, settings: JudgingSetting
                           pools.figures[n]["better"], pools.figures[n]["unit"]) for n in names}
     verdicts = judge_run(data, settings)
     single = {n for n, v in verdicts.items() if v.outcome in ("regressed", "unstable")}
-    medians = {n: ([median(r["figures"][n]) for r in accepted] + [median(run["figures"][n])],
-                   pools.figures[n]["better"]) for n in names}
+    if rule == "cusum":  # each figure's runs through the statistic its verdict judged
+        medians = {n: (_run_values(verdicts[n], [r["figures"][n] for r in accepted]
+                                   + [run["figures"][n]], data[n].baseline_runs,
+                                   settings.for_figure(n).alpha),
+                       pools.figures[n]["better"]) for n in names}
+    else:
+        medians = {n: ([median(r["figures"][n]) for r in accepted]
+                       + [median(run["figures"][n])], pools.figures[n]["better"])
+                   for n in names}
     if rule == "cusum":
         rule_hits = set(sustained_families(families(data, settings), medians, settings))
     else:
         rule_hits = set(sustained_run(medians, settings))
     return single, rule_hits
+
+
+def _run_values(verdict: object, runs: list[list[float]], baseline: Sequence[Sequence[float]],
+                alpha: float) -> list[float]:
+    """What ``hpcval validate`` hands the sustained rule (``run.verdicts._medians``):
+    the runs' values of the statistic the verdict judged, runs whose fast level
+    is unknown left out, nothing when the current run is one."""
+    from hpcval.history.judging.modes import run_values
+
+    share = getattr(verdict, "slow_share", None)
+    values = run_values(runs, getattr(verdict, "better", "higher"),
+                        getattr(verdict, "statistic", "median"),
+                        share.get("split") if isinstance(share, dict) else None, baseline, alpha)
+    return [] if values[-1] is None else [v for v in values if v is not None]
 
 
 def oracle_cusum(pools: Pools, runs: Sequence[Run], settings: JudgingSettings) -> set[str]:

@@ -28,6 +28,7 @@ Shapes (log scale; ``b`` between runs, ``w`` within a run):
   runs, x0.75) besides the gaussian noise.
 
     python bench/noise_shapes.py --trials 400
+    python bench/noise_shapes.py --trials 300 --ashman 19 30   # the between-runs test
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hpcval.history.judging import JudgingSettings, judge_figure
+from hpcval.history.judging import JudgingSettings, judge_figure, modes
 from hpcval.history.judging.modes import FAST_QUANTILE, hold_reason
 
 ALARMS = ("regressed", "unstable")
@@ -138,6 +139,27 @@ def evaluate(shape: str, trials: int, history: int, n: int, seed: int) -> dict:
     return out
 
 
+def ashman(shape: str, trials: int, runs: int, n: int, seed: int) -> np.ndarray:
+    """Ashman's D of the best split of ``runs`` clean run values (log medians) of
+    ``shape``, ``trials`` times: what :data:`modes.RUNS_ASHMAN_D` is set from."""
+    draw, better, _ = SHAPES[shape]
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(trials):
+        state: dict = {}
+        logs = [np.log(draw(rng, n, state)) for _ in range(runs)]
+        # the judged statistic, as judge_figure reads it: the fast mode of the
+        # runs that have one where the samples are two-moded, else the median
+        cut = modes.split(logs)
+        if cut is None:
+            values = [float(np.median(x)) for x in logs]
+        else:
+            values = [modes.run_level(x, better, "fast", cut) for x in logs
+                      if modes.fast_side(x, cut, better).size >= modes.MIN_FAST]
+        out.append(modes.runs_ashman_d(values))
+    return np.array(out, dtype=float)
+
+
 def recorded(path: str) -> dict:
     """Replay a recording of bench/modes_record.py: each clean run from the 6th on
     judged against the clean runs before it, each fault run against every clean
@@ -178,7 +200,19 @@ def main() -> int:
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES))
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument("--recorded", help="also replay a recording of bench/modes_record.py")
+    ap.add_argument("--ashman", type=int, nargs="*", metavar="RUNS",
+                    help="instead: Ashman's D of clean run values per shape, for these "
+                         "numbers of runs (the between-runs test's calibration)")
     args = ap.parse_args()
+    if args.ashman:
+        print(f"{'shape':14} {'runs':>4}  D: median   99 %    max  share >= "
+              f"{modes.RUNS_ASHMAN_D:g}")
+        for i, shape in enumerate(args.shapes):
+            for runs in args.ashman:
+                d = ashman(shape, args.trials, runs, args.samples, args.seed + i)
+                print(f"{shape:14} {runs:>4}  {np.median(d):>9.2f} {np.quantile(d, 0.99):>6.2f} "
+                      f"{d.max():>6.2f}  {np.mean(d >= modes.RUNS_ASHMAN_D):>8.1%}", flush=True)
+        return 0
     if args.recorded:
         for statistic, per in recorded(args.recorded).items():
             for name, got in per.items():

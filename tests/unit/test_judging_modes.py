@@ -98,3 +98,61 @@ def test_the_statistic_setting_is_checked():
         JudgingSettings.from_mapping({"statistic": "mean"}, "judging.yaml")
     with pytest.raises(InputError, match="hold_factor: '1' must be a factor above 1"):
         JudgingSettings.from_mapping({"hold_factor": 1}, "judging.yaml")
+
+
+def _level_runs(rng: np.random.Generator, levels: list[float]) -> list[list[float]]:
+    """Runs of a bandwidth at these levels (3 % between runs, 3 % within)."""
+    return [list(100 * lv * np.exp(rng.normal(0, 0.03) + rng.normal(0, 0.03, 8)))
+            for lv in levels]
+
+
+def test_a_run_in_the_slow_mode_between_runs_is_not_called_when_others_were_as_slow():
+    """Whole runs two-moded (9 of 30 at 0.75): the t reference reads the
+    mixture as normal and calls a run in the slow mode against a level of fast
+    runs; ranked among the accepted runs it is not beyond them."""
+    rng = np.random.default_rng(7)
+    levels = [0.75 if i % 3 == 0 and i < 27 else 1.0 for i in range(30)]
+    base = _level_runs(rng, levels)
+    med = [float(np.log(np.median(r))) for r in base]
+    assert modes.between_runs(med)
+    slow = _level_runs(rng, [0.75])[0]
+    v = judge_figure(base, slow, "higher")
+    assert v.outcome == "inconclusive" and "two-moded between runs" in v.note
+    # the same run judged by the t reference alone (statistic of the old rule:
+    # p below alpha) is what the rank keeps from being called
+    assert v.p_value is not None and v.p_value < 0.05
+    # beyond every accepted run (rank p 1/31 <= 0.05): regressed
+    v = judge_figure(base, [x * 0.8 for x in slow], "higher")
+    assert v.outcome == "regressed"
+
+
+def test_runs_around_one_level_are_not_two_moded_between_runs():
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        base = _level_runs(rng, [float(np.exp(rng.normal(0, 0.05))) for _ in range(30)])
+        assert not modes.between_runs([float(np.log(np.median(r))) for r in base])
+
+
+def test_rank_p_is_the_share_of_runs_at_least_as_bad():
+    assert modes.rank_p([1.0, 2.0, 3.0, 4.0], 0.5, "higher") == 1 / 5
+    assert modes.rank_p([1.0, 2.0, 3.0, 4.0], 2.0, "higher") == 3 / 5
+    assert modes.rank_p([1.0, 2.0, 3.0, 4.0], 3.5, "lower") == 2 / 5
+
+
+def test_run_values_leave_out_a_lone_run_that_missed_the_fast_mode():
+    """The sustained rule's values of a two-moded figure: a lone run without a
+    fast mode whose share test says nothing is unknown (None); a stretch of
+    such runs whose combined share tests say the mode is gone reads its fast
+    end."""
+    rng = np.random.default_rng(9)
+    base = [_two_moded(rng, 0.5) for _ in range(20)]
+    cut = modes.split([np.log(b) for b in base])
+    assert cut is not None
+    split_at = float(np.exp(cut))
+    lone = [_two_moded(rng, 0.5) for _ in range(3)] + [[80.0, 90.0, 70.0, 4.0, 85.0, 95.0,
+                                                         75.0, 88.0]]
+    values = modes.run_values(lone, "lower", "fast", split_at, base)
+    assert values[-1] is None and all(v is not None and v < 6 for v in values[:3])
+    gone = [list(80 * np.exp(rng.normal(0, 0.3, 8))) for _ in range(4)]
+    values = modes.run_values(base[-3:] + gone, "lower", "fast", split_at, base)
+    assert all(v is not None and v > 20 for v in values[-4:])

@@ -316,3 +316,53 @@ def test_a_sustained_cut_called_run_after_run_says_since_when(tmp_path):
     detail = next(d for _, v, _, d in judged.verdicts if v == "bw_1MiB")
     assert detail["sustained"]["since"] == cut[0]
     assert f"sustained since {cut[0]} (4 runs, CUSUM" in judged.text
+
+
+def _moded_run(site: Site, rng: np.random.Generator, share: float) -> tuple[str, object]:
+    """A run report with one two-moded latency: each sample fast (about 2 us) or,
+    with probability ``share``, slow (about 30 us: a rank's wake-up)."""
+    run_id = new_run_id()
+    out = site.var / "output" / run_id / "case"
+    out.mkdir(parents=True)
+    slow = rng.random(8) < share
+    lat = list(np.where(slow, 30.0 * np.exp(rng.normal(0, 0.3, 8)),
+                        2.0 * np.exp(rng.normal(0, 0.03, 8))))
+    (out / "hpcval-samples.json").write_text(json.dumps({
+        "lat_0B": {"unit": "us", "better": "lower", "samples": lat}}))
+    tc = {"display_name": "imb_pingpong_check %cache=warm", "system": "s",
+          "partition": "default", "environ": "impi", "result": "pass", "fail_phase": None,
+          "outputdir": str(out), "stagedir": None, "unique_name": "x",
+          "perfvalues": {"s:default:lat_0B": [float(np.median(lat)), 0, None, None, "us",
+                                              "pass"]}}
+    path = site.report_path(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"session_info": {"hostname": "h"},
+                                "runs": [{"testcases": [tc]}]}))
+    return run_id, load_run_report(path)
+
+
+def test_a_gone_fast_mode_is_sustained_from_the_fast_mode_not_the_medians(tmp_path):
+    """The sustained rule reads the statistic the verdict judged: a two-moded
+    latency whose fast mode is gone for several runs is sustained since the
+    first of them (or a clean run before it, where the CUSUM left zero), though
+    its run medians (jumping between the modes before) barely moved."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(32)
+    ids = []
+    for _ in range(12):
+        run_id, report = _moded_run(site, rng, float(rng.uniform(0.3, 0.7)))
+        ids.append(run_id)
+        store_and_judge(site, run_id, report)
+    for _ in range(4):
+        run_id, report = _moded_run(site, rng, 1.0)
+        ids.append(run_id)
+        judged = store_and_judge(site, run_id, report)
+    detail = next(d for _, v, _, d in judged.verdicts if v == "lat_0B")
+    assert detail["statistic"] == "fast"
+    assert _outcomes(judged)["lat_0B"] == "regressed"
+    # since the first gone run (index 12) or, where the CUSUM left zero on clean
+    # runs before the step, since one of those
+    assert ids.index(detail["sustained"]["since"]) <= 12
+    assert detail["sustained"]["runs_after"] >= 4
+    # the fast mode's values: the level moved by the modes' ratio
+    assert detail["sustained"]["after"] > 5 * detail["sustained"]["before"]

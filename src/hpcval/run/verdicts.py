@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -115,15 +115,20 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
 
 
 def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
-             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset()
-             ) -> tuple[list[float], list[str]]:
-    """Run medians of a figure since its last accepted level, oldest first, this
-    run last, with their run ids (what the sustained rule reads: docs/judging.md).
-    Every measured run counts, the ones called ``regressed``, ``unstable`` or
-    held and not yet decided (``pending``) included (a sustained cut is called
-    run after run and must still add up); runs a person left out, held runs
-    the old level came back after, and interrupted runs do not."""
-    from statistics import median
+             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset(),
+             verdict: Any = None, baseline: Sequence[Sequence[float]] = (),
+             alpha: float = 0.05) -> tuple[list[float], list[str]]:
+    """Run values of a figure since its last accepted level, oldest first, this
+    run last, with their run ids (what the sustained rule reads: docs/judging.md):
+    the statistic its ``verdict`` judged (the median, or the fast mode of a
+    two-moded figure, against the ``baseline`` window's slow-mode share:
+    ``judging.modes.run_values``; a run whose fast level is unknown is left out,
+    and when it is this run the series is empty). Every measured run counts,
+    the ones called ``regressed``, ``unstable`` or held and not yet decided
+    (``pending``) included (a sustained cut is called run after run and must
+    still add up); runs a person left out, held runs the old level came back
+    after, and interrupted runs do not."""
+    from hpcval.history.judging.modes import run_values
 
     kept = [p for p in points if p.measured and p.samples
             and (p.accepted or p.run_result in ("regressed", "unstable")
@@ -136,8 +141,17 @@ def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
                                  or kept[i].run_id in level_runs):
             kept = kept[i:]
             break
-    return ([median(p.samples) for p in kept] + [median(current)],
-            [p.run_id for p in kept] + [run_id])
+    statistic = getattr(verdict, "statistic", "median")
+    share = getattr(verdict, "slow_share", None)
+    split_at = share.get("split") if isinstance(share, dict) else None
+    better = getattr(verdict, "better", "higher")
+    values = run_values([p.samples for p in kept] + [current], better, statistic, split_at,
+                        baseline, alpha)
+    if values[-1] is None:
+        return [], []
+    ids = [p.run_id for p in kept] + [run_id]
+    pairs = [(v, i) for v, i in zip(values, ids, strict=True) if v is not None]
+    return [v for v, _ in pairs], [i for _, i in pairs]
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False,
@@ -196,7 +210,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         # a worse level held over the last runs: Page's CUSUM on each family's
         # self-started scores (docs/judging.md)
         sustained = _sustained(judging, figures, where, settings, run_id, level_runs,
-                               pending)
+                               pending, results)
     except StoreError as err:
         judged.store_error = err
         return judged
@@ -267,10 +281,13 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
                settings: Any, run_id: str, level_runs: frozenset[str],
-               pending: frozenset[str]) -> dict[str, dict[str, Any]]:
+               pending: frozenset[str], results: Mapping[str, Any]
+               ) -> dict[str, dict[str, Any]]:
     """Figures of the families whose CUSUM is beyond its limit at this run, with
-    the run since which they stayed beyond their old level (``since``)."""
-    series = {name: _medians(w[3], w[4], run_id, level_runs, pending)
+    the run since which they stayed beyond their old level (``since``); each
+    figure's runs read through the statistic its verdict judged."""
+    series = {name: _medians(w[3], w[4], run_id, level_runs, pending, results.get(name),
+                             figures[name].baseline_runs, settings.for_figure(name).alpha)
               for name, w in where.items()}
     medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
     found = judging.sustained_families(judging.families(figures, settings), medians, settings)

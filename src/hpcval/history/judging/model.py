@@ -189,6 +189,9 @@ class _Assessment:
     share: Any = None  # modes.ShareTest of a two-moded figure
     #: the current run of a two-moded figure has no sample in the fast mode
     fast_absent: bool = False
+    #: run values two-moded between runs: (modes.rank_p of the current run among
+    #: the accepted runs of its level, how many runs), else None
+    rank: tuple[float, int] | None = None
 
 
 def _check_values(values: Sequence[float], what: str) -> np.ndarray:
@@ -346,13 +349,8 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
                 level_runs = runs[first:]
 
     def level_of(x: np.ndarray) -> float:
-        if statistic == "median":
-            return float(np.median(tr(x)))
-        if cut is not None:  # the fast mode's own centre; a run without one: its fast end
-            side = modes.fast_side(tr(x), cut, better)
-            if side.size >= modes.MIN_FAST:
-                return float(np.median(side))
-        return modes.fast_level(tr(x), better)
+        # the fast mode's own centre; a run without one: its fast end
+        return modes.run_level(tr(x), better, statistic, cut)
 
     def level_var(x: np.ndarray) -> float:
         if statistic == "median":
@@ -394,6 +392,13 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
     # the spread's own (docs/judging.md, "Which statistic")
     df = min(df, _tail_df(medians, starts))
     tstat = diff / se
+    # whole runs in two modes (a slow node in the pool): the t reference reads a
+    # two-point mixture as normal and calls a run in the slow mode; the run is
+    # also ranked among the accepted runs of its level (modes.rank_p, decided in
+    # verdict._decide; docs/judging.md, "Which statistic")
+    own = medians[max([0, *starts]):]
+    rank = ((modes.rank_p(own, cur_level, better), int(own.size))
+            if modes.between_runs(own) else None)
     # worse: smaller for higher-better figures, larger for lower-better
     p_lower = float(_stats().t.cdf(tstat, df))
     p_higher = float(_stats().t.sf(tstat, df))
@@ -418,6 +423,7 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
                if cut is not None else None),
         fast_absent=(cut is not None
                      and modes.fast_side(np.log(cur), cut, better).size < modes.MIN_FAST),
+        rank=rank,
     )
 
 

@@ -74,25 +74,32 @@ def fast_var(logs: np.ndarray, better: str) -> float:
     return float(((hi - lo) / 2) ** 2)
 
 
-def split(runs: Sequence[np.ndarray]) -> float | None:
-    """The log value between two modes of the pooled samples, or None when the
-    samples are not two-moded (see the module's criteria)."""
-    y = np.sort(np.concatenate([np.asarray(r, dtype=float) for r in runs])) if runs else None
-    if y is None or y.size < 10:
-        return None
+def _best_split(y: np.ndarray, min_n: int, min_gap: float = 0.0) -> tuple[float, int] | None:
+    """The split of sorted values ``y`` into ``y[:k]`` and ``y[k:]`` (each at least
+    ``min_n`` values, their means at least ``min_gap`` apart) with the largest
+    Ashman's D: ``(D, k)``, or None when no split qualifies."""
     n = y.size
-    lo_n = max(int(math.ceil(MIN_SHARE * n)), 2)
     best: tuple[float, int] | None = None
     csum, csq = np.cumsum(y), np.cumsum(y * y)
-    for k in range(lo_n, n - lo_n + 1):
+    for k in range(min_n, n - min_n + 1):
         a_n, b_n = k, n - k
         ma = csum[k - 1] / a_n
         mb = (csum[-1] - csum[k - 1]) / b_n
         va = max(csq[k - 1] / a_n - ma * ma, 0.0)
         vb = max((csq[-1] - csq[k - 1]) / b_n - mb * mb, 0.0)
         d = math.sqrt(2) * (mb - ma) / math.sqrt(max(va + vb, 1e-12))
-        if mb - ma >= math.log(MODE_RATIO) and (best is None or d > best[0]):
+        if mb - ma >= min_gap and (best is None or d > best[0]):
             best = (d, k)
+    return best
+
+
+def split(runs: Sequence[np.ndarray]) -> float | None:
+    """The log value between two modes of the pooled samples, or None when the
+    samples are not two-moded (see the module's criteria)."""
+    y = np.sort(np.concatenate([np.asarray(r, dtype=float) for r in runs])) if runs else None
+    if y is None or y.size < 10:
+        return None
+    best = _best_split(y, max(int(math.ceil(MIN_SHARE * y.size)), 2), math.log(MODE_RATIO))
     if best is None or best[0] < ASHMAN_D:
         return None
     k = best[1]
@@ -103,6 +110,70 @@ def split(runs: Sequence[np.ndarray]) -> float | None:
     if mixed < max(2, MIXED_RUNS * len(runs)):
         return None
     return cut
+
+
+def run_level(logs: np.ndarray, better: str, statistic: str, cut: float | None) -> float:
+    """One run's value of the judged statistic, on the scale of ``logs``: its
+    median (``statistic`` "median"), or its fast mode: the median of its samples
+    on the fast side of ``cut`` (at least :data:`MIN_FAST` of them), else its
+    fast end (:func:`fast_level`). The verdict, its level and the sustained
+    rule's series all read a run through this."""
+    if statistic == "median":
+        return float(np.median(logs))
+    if cut is not None:
+        side = fast_side(logs, cut, better)
+        if side.size >= MIN_FAST:
+            return float(np.median(side))
+    return fast_level(logs, better)
+
+
+def run_values(runs: Sequence[Sequence[float]], better: str, statistic: str = "median",
+               split_at: float | None = None, baseline: Sequence[Sequence[float]] = (),
+               alpha: float = 0.05) -> list[float | None]:
+    """Each run's value of the statistic a verdict judged (``FigureVerdict.statistic``;
+    ``split_at``: its ``slow_share["split"]``, the split between the modes in the
+    figure's unit), in the figure's unit, oldest first: what the sustained rule
+    reads.
+
+    A run of a two-moded figure without a fast mode (fewer than
+    :data:`MIN_FAST` samples on the fast side) has its fast end as its value
+    where the fast mode is gone: the slow-mode shares of the stretch of
+    consecutive such runs it belongs to, each tested against the ``baseline``
+    runs' (:func:`share_test`), are significant together at ``alpha / 2``
+    (Fisher's combination, runs independent); else None: its fast level is
+    unknown (the verdict's ``inconclusive``; a clean run of few samples misses
+    the fast mode by chance, and its fast end, a factor of the modes' ratio
+    away, would read as a step)."""
+    from scipy import stats
+
+    cut = (math.log(split_at) if statistic != "median" and split_at is not None
+           and split_at > 0 else None)
+    base = [np.log(np.asarray(list(r), dtype=float)) for r in baseline if len(r) > 0]
+    out: list[float | None] = []
+    p_absent: list[float | None] = []  # share test p of a run without a fast mode
+    for r in runs:
+        x = np.asarray(list(r), dtype=float)
+        p_absent.append(None)
+        if statistic == "median" or not np.all(x > 0):
+            out.append(float(np.median(x)))
+            continue
+        logs = np.log(x)
+        if cut is not None and base and fast_side(logs, cut, better).size < MIN_FAST:
+            test = share_test(base, logs, cut, better)
+            p_absent[-1] = test.p if test is not None else None
+        out.append(float(np.exp(run_level(logs, better, statistic, cut))))
+    i = 0
+    while i < len(out):  # each stretch of consecutive runs without a fast mode
+        j = i
+        while j < len(out) and p_absent[j] is not None:
+            j += 1
+        if j > i:
+            ps = [float(max(p, 1e-300)) for p in p_absent[i:j] if p is not None]
+            p = ps[0] if len(ps) == 1 else float(stats.combine_pvalues(ps).pvalue)
+            if p >= alpha / 2:
+                out[i:j] = [None] * (j - i)
+        i = max(j, i + 1)
+    return out
 
 
 def fast_side(logs: np.ndarray, cut: float, better: str) -> np.ndarray:
@@ -201,3 +272,48 @@ def hold_reason(outcome: str, change: float | None, needed_threshold: float | No
 
 def _g3(v: float) -> str:
     return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+# --------------------------------------------------------------- modes between runs
+#: A figure's run values (one per run, the judged statistic, log scale) are
+#: two-moded between runs (whole runs in a slow mode: a slow node in the pool,
+#: a placement) when their best split has Ashman's D at least this. The split is
+#: chosen among n - 1 places in few values, which inflates D: sets of 19 and 30
+#: normal, t(3), drifting and fast-mode run values reached D = 6 in at most 1 of
+#: 300, whole runs 25 % slow (30 % of the runs) in 284 of 300 (19 runs) and 297
+#: of 300 (30 runs) (``bench/noise_shapes.py --ashman 19 30``).
+RUNS_ASHMAN_D = 6.0
+#: The smaller group holds at least this share of the runs, and at least
+#: :data:`RUNS_MIN_GROUP` of them (with 2, two far runs of t(3) noise among 19
+#: made D >= 6 in 7 of 300 sets).
+RUNS_MIN_SHARE = 0.1
+RUNS_MIN_GROUP = 3
+#: Fewest runs the between-runs test reads.
+RUNS_MIN = 10
+
+
+def runs_ashman_d(values: Sequence[float]) -> float | None:
+    """Ashman's D of the best split of run values (None: fewer than
+    :data:`RUNS_MIN` values)."""
+    y = np.sort(np.asarray(values, dtype=float))
+    if y.size < RUNS_MIN:
+        return None
+    best = _best_split(y, max(int(math.ceil(RUNS_MIN_SHARE * y.size)), RUNS_MIN_GROUP))
+    return None if best is None else best[0]
+
+
+def between_runs(values: Sequence[float]) -> bool:
+    """The run values are two-moded between runs (:data:`RUNS_ASHMAN_D`)."""
+    d = runs_ashman_d(values)
+    return d is not None and d >= RUNS_ASHMAN_D
+
+
+def rank_p(values: Sequence[float], current: float, better: str) -> float:
+    """Distribution-free p of the current run's value against the accepted runs'
+    ``values``: ``(1 + runs at least as bad) / (n + 1)``. Under exchangeability
+    (the current run drawn like the accepted ones, whatever their distribution)
+    P(p <= r / (n + 1)) = r / (n + 1): the new run lies beyond the r-th worst of
+    n with that probability."""
+    x = np.asarray(values, dtype=float)
+    worse = x <= current if better == "higher" else x >= current
+    return float((1 + int(np.sum(worse))) / (x.size + 1))

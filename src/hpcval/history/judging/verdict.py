@@ -66,6 +66,12 @@ def _decide(a: _Assessment, fam: _Family, unstable_p: float | None) -> FigureVer
     near_better = min(-sign * lo, -sign * hi)
     beyond_better = near_better >= _threshold_better(a) if worse_by < 0 else False
     sig_worse = (rej_worse and a.p_worse < a_worse) or beyond
+    # runs two-moded between runs: also beyond the empirical prediction bound of
+    # the accepted runs, where n runs can form one at this level (n + 1 >= 1 / level)
+    ranked_in = (a.rank is not None and a.rank[0] > a_worse
+                 and (a.rank[1] + 1) * a_worse >= 1)
+    within_runs = sig_worse and worse_by >= fs.threshold and ranked_in
+    sig_worse = sig_worse and not ranked_in
     sig_better = (rej_better and a.p_better < a_better) or beyond_better
     pct = _pct(fs.threshold)
     # the figure's adjusted p: the smallest alpha at which it would be named (its
@@ -118,6 +124,12 @@ def _decide(a: _Assessment, fam: _Family, unstable_p: float | None) -> FigureVer
         outcome, note = "warn", f"worse by {worse_by:.1%}: significant, within the {pct} threshold"
     elif sig_better and -worse_by >= fs.threshold:
         outcome, note = "improved", f"better by {-worse_by:.1%}, beyond the {pct} threshold"
+    elif within_runs and a.rank is not None:
+        outcome = "inconclusive"
+        bad = round(a.rank[0] * (a.rank[1] + 1)) - 1
+        note = (f"worse by {worse_by:.1%} but the accepted runs are two-moded between runs "
+                f"and {bad} of their {a.rank[1]} were as far (p={a.rank[0]:.2g} by rank); "
+                "the sustained rule judges the runs that follow")
     elif worse_by >= fs.threshold:
         outcome = "inconclusive"
         note = (f"worse by {worse_by:.1%} but within the noise (p={p_adj:.2g}); "
