@@ -243,6 +243,33 @@ def test_record_writes_a_valid_contract_when_a_case_measures_only_zeros(tmp_path
             in said.getvalue())
 
 
+def test_record_of_a_run_whose_every_case_failed_writes_nothing_and_is_no_input_error(
+        tmp_path):
+    """`validate --record` where every case that ran failed (a GPU site recorded
+    on a node without a GPU): nothing to take references from; said in one line,
+    the files untouched, and no InputError (exit 2): the failures give exit 1.
+    A run with no failure and nothing passed (all skipped) stays wrong input."""
+    import io
+
+    from hpcval.core.errors import InputError
+    from hpcval.run.verdicts import write_recorded_contract
+
+    site = _site(tmp_path)
+    site.references.write_text("# kept\n")
+    run_id, report = _run(site, np.random.default_rng(6), 1.0, result="fail", phase="sanity")
+    store_and_judge(site, run_id, report, record=True)
+    said = io.StringIO()
+    write_recorded_contract(site, run_id, report, said)
+    assert said.getvalue().startswith("No references written: ")
+    assert "no passed test case in the runs" in said.getvalue()
+    assert site.references.read_text() == "# kept\n"
+    assert not site.host_expectations.exists()
+    run_id, report = _run(site, np.random.default_rng(7), 1.0, result="skip")
+    store_and_judge(site, run_id, report, record=True)
+    with pytest.raises(InputError, match="no passed test case"):
+        write_recorded_contract(site, run_id, report, io.StringIO())
+
+
 def test_a_run_that_moved_2x_is_held_until_the_old_level_comes_back(tmp_path):
     """hold_factor (2x by default): a run whose figure moved that far, even for
     the better, is not accepted automatically; a run at the old level leaves it

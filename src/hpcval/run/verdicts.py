@@ -386,12 +386,22 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
 
 def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:
     """After ``validate --record``: the site's references and host
-    expectations from what this run measured (existing files are backed up)."""
+    expectations from what this run measured (existing files are backed up).
+    A run whose every case that ran failed writes nothing and says so: the
+    failures are the answer (exit 1), not wrong input."""
     from hpcval.history import contract
 
     omitted: list[str] = []
-    written = contract.write_from_history(site, runs=[run_id], margin=contract.RECORD_MARGIN,
-                                          omitted=omitted)
+    try:
+        written = contract.write_from_history(site, runs=[run_id],
+                                              margin=contract.RECORD_MARGIN, omitted=omitted)
+    except contract.NoPassedCase as err:
+        if not report.failures:
+            raise
+        print(f"No references written: {err}: every case that ran failed (Failures above); "
+              f"{site.references.name} and {site.host_expectations.name} are unchanged",
+              file=out)
+        return
     for path in written:
         print(f"wrote {path} (review it before committing)", file=out)
     if omitted:
