@@ -166,11 +166,16 @@ def test_accepting_a_planned_change_starts_a_new_level(tmp_path):
 def test_a_glob_that_matches_no_figure_is_noted_with_a_real_name(tmp_path):
     site = _site(tmp_path)
     site.judging.write_text("figures:\n  'imb_pingpong_check/lat_8B': {threshold: 50%}\n"
-                            "  '*/bw_1MiB': {k: 5}\n")
+                            "  '*/bw_1MiB': {k: 5}\n"
+                            "families:\n  network: ['imb_pingpong_*/bw_*', 'osu_*/bw_*']\n")
     judged = store_and_judge(site, *_run(site, np.random.default_rng(2), 1.0))
     assert ("figures: 'imb_pingpong_check/lat_8B' matches no figure of this run (figures are "
             "named like 'imb_pingpong_check %cache=warm@s:default+impi/") in judged.text
     assert "'*/bw_1MiB' matches" not in judged.text
+    # a family's glob is named under its own key, not as one of figures:
+    assert "families: network: 'osu_*/bw_*' matches no figure of this run" in judged.text
+    assert "figures: 'osu_*/bw_*'" not in judged.text
+    assert "'imb_pingpong_*/bw_*' matches" not in judged.text
 
 
 def test_references_from_history_keep_the_cases_the_runs_did_not_measure(tmp_path):

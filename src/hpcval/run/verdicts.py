@@ -281,14 +281,15 @@ def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
-    """A note for each ``figures:`` glob of judging.yaml that matched no figure of
-    the run (a typo, or a name written as ``<check>/<variable>`` without the
-    parameters and the partition), with one real name to copy."""
+    """A note for each ``figures:`` or ``families:`` glob of judging.yaml that
+    matched no figure of the run (a typo, or a name written as
+    ``<check>/<variable>`` without the parameters and the partition), naming
+    the key it is under, with one real name to copy."""
     if not names:
         return ""
-    return "".join(f"note: {site.judging}: figures: '{pattern}' matches no figure of this "
+    return "".join(f"note: {site.judging}: {key}: '{pattern}' matches no figure of this "
                    f"run (figures are named like '{next(iter(names))}')\n"
-                   for pattern in settings.unmatched(names))
+                   for key, pattern in settings.unmatched(names))
 
 
 #: what an interrupted run says after its verdict table
