@@ -163,6 +163,26 @@ def test_accepting_a_planned_change_starts_a_new_level(tmp_path):
     assert judged.regressed
 
 
+def test_runs_a_person_rejected_stay_out_of_the_sustained_rule(tmp_path):
+    """Two runs 30 % slower, each called `regressed` and left out with
+    `hpcval history --reject`: the next run at the old level is not called
+    `regressed` by the sustained rule from the runs a person rejected."""
+    from hpcval.commands.history import _mark
+
+    site = _site(tmp_path)
+    rng = np.random.default_rng(11)
+    store = Store(site.history_db)
+    for _ in range(6):
+        store_and_judge(site, *_run(site, rng, 1.0, run_noise=0.01, noise=0.02))
+    for _ in range(2):
+        rid, rep = _run(site, rng, 0.7, run_noise=0.01, noise=0.02)
+        assert store_and_judge(site, rid, rep).regressed
+        _mark(site, store, rid, False)
+    judged = store_and_judge(site, *_run(site, rng, 1.0, run_noise=0.01, noise=0.02))
+    assert not judged.regressed, judged.text
+    assert "sustained" not in judged.text
+
+
 def test_a_glob_that_matches_no_figure_is_noted_with_a_real_name(tmp_path):
     site = _site(tmp_path)
     site.judging.write_text("figures:\n  'imb_pingpong_check/lat_8B': {threshold: 50%}\n"

@@ -115,17 +115,18 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
 
 
 def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
-             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset()
-             ) -> tuple[list[float], list[str]]:
+             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset(),
+             rejected: frozenset[str] = frozenset()) -> tuple[list[float], list[str]]:
     """Run medians of a figure since its last accepted level, oldest first, this
     run last, with their run ids (what the sustained rule reads: docs/judging.md).
     Every measured run counts, the ones called ``regressed``, ``unstable`` or
     held and not yet decided (``pending``) included (a sustained cut is called
-    run after run and must still add up); runs a person left out, held runs
-    the old level came back after, and interrupted runs do not."""
+    run after run and must still add up); runs a person left out (``rejected``:
+    ``hpcval history --reject``), held runs the old level came back after, and
+    interrupted runs do not."""
     from statistics import median
 
-    kept = [p for p in points if p.measured and p.samples
+    kept = [p for p in points if p.measured and p.samples and p.run_id not in rejected
             and (p.accepted or p.run_result in ("regressed", "unstable")
                  or p.run_id in pending)]
     # a run judged `regressed` (or held) that a person then accepted (`hpcval
@@ -176,6 +177,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         holds = store.holds()
         level_runs = frozenset(r for r, h in holds.items() if h.get("state") == "accepted")
         pending = frozenset(r for r, h in holds.items() if h.get("state") == "held")
+        rejected = frozenset(r for r, h in holds.items() if h.get("state") == "rejected")
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)
@@ -196,7 +198,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         # a worse level held over the last runs: Page's CUSUM on each family's
         # self-started scores (docs/judging.md)
         sustained = _sustained(judging, figures, where, settings, run_id, level_runs,
-                               pending)
+                               pending, rejected)
     except StoreError as err:
         judged.store_error = err
         return judged
@@ -267,10 +269,11 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
                settings: Any, run_id: str, level_runs: frozenset[str],
-               pending: frozenset[str]) -> dict[str, dict[str, Any]]:
+               pending: frozenset[str], rejected: frozenset[str] = frozenset()
+               ) -> dict[str, dict[str, Any]]:
     """Figures of the families whose CUSUM is beyond its limit at this run, with
     the run since which they stayed beyond their old level (``since``)."""
-    series = {name: _medians(w[3], w[4], run_id, level_runs, pending)
+    series = {name: _medians(w[3], w[4], run_id, level_runs, pending, rejected)
               for name, w in where.items()}
     medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
     found = judging.sustained_families(judging.families(figures, settings), medians, settings)
