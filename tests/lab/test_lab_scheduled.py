@@ -77,6 +77,26 @@ def test_failing_run_says_what_failed_and_exits_non_zero(tmp_path: Path) -> None
     assert (store / "last").read_text().startswith("FAIL ")
 
 
+def test_a_regressed_run_says_what_regressed(tmp_path: Path) -> None:
+    """Every case passed its band but a figure regressed against its history
+    (exit 1): the message names the figure, not only ReFrame's count."""
+    fake = tmp_path / "fake-hpcval"
+    fake.write_text("#!/bin/sh\n"
+                    "echo 'RESULT: FAIL  0 failed, 1 regressed, 0 unstable of 2 figures (run x)'\n"
+                    "echo '2 passed, 0 failed, 0 skipped: PASS'\n"
+                    "echo 'REGRESSED imb_pingpong_check %cache=warm@lab:nodes+impi bw_1MiB: "
+                    "1,020 -> 727 MB/s, -28.9 % [-30.3 .. -27.4] (90 %), p=2.7e-08'\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HPCVAL": str(fake), "HPCVAL_VAR": str(tmp_path / "var")}
+    proc = subprocess.run([str(WRAPPER), "lab"], env=env, cwd="/", capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert "RESULT: FAIL  0 failed, 1 regressed" in proc.stderr
+    assert "REGRESSED imb_pingpong_check %cache=warm@lab:nodes+impi bw_1MiB: 1,020 -> 727" \
+        in proc.stderr
+
+
 def test_overlapping_run_is_skipped_visibly(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HPCVAL": str(_fake(tmp_path)),
            "HPCVAL_VAR": str(tmp_path / "var"), "FAKE_SLEEP": "3"}

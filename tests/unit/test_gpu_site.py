@@ -103,6 +103,27 @@ def test_new_site_writes_a_gpu_partition_from_a_recorded_query(tmp_path: Path) -
                  gpu_partitions=("gpu",))
 
 
+def test_gpus_of_a_slurm_machine_need_their_partition(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where sinfo answers, --gpus-csv without --gpu-partition would give the GPUs
+    to no partition: refused, naming the partitions, before any file is written."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, text in (("sinfo", "echo 'cpu 4 64'\necho 'gpu 2 128'"),
+                       ("sacct", "exit 1")):  # a Slurm without accounting, not this machine's
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{text}\n")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    gpus = read_query(CSV / "h200-x4-memory.csv")
+    with pytest.raises(InputError, match=r"--gpus-csv: .*\(sinfo shows cpu, gpu\): .*"
+                       r"--gpu-partition NAME, or give --scheduler local"):
+        new_site("slurmgpus", root=tmp_path, gpus=gpus)
+    assert not (tmp_path / "site-configs" / "slurmgpus").exists()
+    written = new_site("slurmgpus", root=tmp_path, gpus=gpus, gpu_partitions=("gpu",))
+    config = next(p for p in written if p.name == "config.py").read_text()
+    assert config.count("'num_devices': 4") == 1
+
+
 def test_babelstream_arrays_beat_the_l2_and_fit_the_memory() -> None:
     # H100: 80 GB, 50 MiB L2 -> 1 GiB arrays (4 x L2 is less)
     assert babelstream_array_elements(80 * GiB, 50 << 20) == GiB // 8

@@ -142,6 +142,18 @@ def test_headline_counts_passed_failed_skipped_and_groups_skips(tmp_path):
     assert "2 passed, 0 failed, 4 skipped: PASS" in html and "<h2>Skipped</h2>" in html
 
 
+def test_cases_aborted_by_a_stop_are_not_run_neither_skipped_nor_a_pass(tmp_path):
+    """A validation stopped by SIGTERM before any case ended: the count line and
+    the areas line say "not run", never "skipped" or PASS."""
+    cases = [case("imb_pingpong_check %cache=warm", "abort", filename="mpi/imb_pingpong.py"),
+             case("imb_pingpong_check %cache=cold", "abort", filename="mpi/imb_pingpong.py")]
+    report = load_run_report(run_report(tmp_path, cases))
+    assert report.headline() == "0 passed, 0 failed, 2 not run, 0 skipped: INTERRUPTED"
+    text = verdict_table(report)
+    assert "Areas: mpi 2 cases, 0 figures (2 not run)\n" in text, text
+    assert "skipped)" not in text
+
+
 def test_reading_reports_imports_neither_reframe_nor_matplotlib(tmp_path):
     import subprocess
     import sys

@@ -227,3 +227,22 @@ def test_verdict_file_shape_is_json(tmp_path):
     path = tmp_path / "verdicts" / "x.json"
     atomic_write(path, json.dumps({"result": "pass", "accepted": True, "verdicts": []}))
     assert json.loads(path.read_text())["accepted"] is True
+
+
+def test_a_run_report_is_found_by_path_file_name_or_run_id(tmp_path, monkeypatch):
+    """`hpcval report` and `references capture --tolerance` take a run report as
+    `compare` does: a path, a file name in var/<site>/reports/, or a run id."""
+    root = tmp_path / "checkout"
+    (root / "site-configs" / "s").mkdir(parents=True)
+    site = Site("s", root)
+    run_id = new_run_id()
+    report = site.report_path(run_id)
+    report.parent.mkdir(parents=True)
+    report.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert site.find_report(report) == report
+    assert site.find_report(report.name) == report
+    assert site.find_report(report.stem) == report
+    assert site.find_report(run_id) == report
+    assert site.find_report("nosuch.json") == Path("nosuch.json")  # its reader names it
+    assert site.find_report("sub/nosuch.json") == Path("sub/nosuch.json")

@@ -163,14 +163,39 @@ def test_accepting_a_planned_change_starts_a_new_level(tmp_path):
     assert judged.regressed
 
 
+def test_runs_a_person_rejected_stay_out_of_the_sustained_rule(tmp_path):
+    """Two runs 30 % slower, each called `regressed` and left out with
+    `hpcval history --reject`: the next run at the old level is not called
+    `regressed` by the sustained rule from the runs a person rejected."""
+    from hpcval.commands.history import _mark
+
+    site = _site(tmp_path)
+    rng = np.random.default_rng(11)
+    store = Store(site.history_db)
+    for _ in range(6):
+        store_and_judge(site, *_run(site, rng, 1.0, run_noise=0.01, noise=0.02))
+    for _ in range(2):
+        rid, rep = _run(site, rng, 0.7, run_noise=0.01, noise=0.02)
+        assert store_and_judge(site, rid, rep).regressed
+        _mark(site, store, rid, False)
+    judged = store_and_judge(site, *_run(site, rng, 1.0, run_noise=0.01, noise=0.02))
+    assert not judged.regressed, judged.text
+    assert "sustained" not in judged.text
+
+
 def test_a_glob_that_matches_no_figure_is_noted_with_a_real_name(tmp_path):
     site = _site(tmp_path)
     site.judging.write_text("figures:\n  'imb_pingpong_check/lat_8B': {threshold: 50%}\n"
-                            "  '*/bw_1MiB': {k: 5}\n")
+                            "  '*/bw_1MiB': {k: 5}\n"
+                            "families:\n  network: ['imb_pingpong_*/bw_*', 'osu_*/bw_*']\n")
     judged = store_and_judge(site, *_run(site, np.random.default_rng(2), 1.0))
     assert ("figures: 'imb_pingpong_check/lat_8B' matches no figure of this run (figures are "
             "named like 'imb_pingpong_check %cache=warm@s:default+impi/") in judged.text
     assert "'*/bw_1MiB' matches" not in judged.text
+    # a family's glob is named under its own key, not as one of figures:
+    assert "families: network: 'osu_*/bw_*' matches no figure of this run" in judged.text
+    assert "figures: 'osu_*/bw_*'" not in judged.text
+    assert "'imb_pingpong_*/bw_*' matches" not in judged.text
 
 
 def test_references_from_history_keep_the_cases_the_runs_did_not_measure(tmp_path):
@@ -241,6 +266,33 @@ def test_record_writes_a_valid_contract_when_a_case_measures_only_zeros(tmp_path
             "cfdio_output_cost_check/impi/1/none/output_cost, "
             "cfdio_output_cost_check/impi/1/none/write_bw; write their references by hand"
             in said.getvalue())
+
+
+def test_record_of_a_run_whose_every_case_failed_writes_nothing_and_is_no_input_error(
+        tmp_path):
+    """`validate --record` where every case that ran failed (a GPU site recorded
+    on a node without a GPU): nothing to take references from; said in one line,
+    the files untouched, and no InputError (exit 2): the failures give exit 1.
+    A run with no failure and nothing passed (all skipped) stays wrong input."""
+    import io
+
+    from hpcval.core.errors import InputError
+    from hpcval.run.verdicts import write_recorded_contract
+
+    site = _site(tmp_path)
+    site.references.write_text("# kept\n")
+    run_id, report = _run(site, np.random.default_rng(6), 1.0, result="fail", phase="sanity")
+    store_and_judge(site, run_id, report, record=True)
+    said = io.StringIO()
+    write_recorded_contract(site, run_id, report, said)
+    assert said.getvalue().startswith("No references written: ")
+    assert "no passed test case in the runs" in said.getvalue()
+    assert site.references.read_text() == "# kept\n"
+    assert not site.host_expectations.exists()
+    run_id, report = _run(site, np.random.default_rng(7), 1.0, result="skip")
+    store_and_judge(site, run_id, report, record=True)
+    with pytest.raises(InputError, match="no passed test case"):
+        write_recorded_contract(site, run_id, report, io.StringIO())
 
 
 def test_a_run_that_moved_2x_is_held_until_the_old_level_comes_back(tmp_path):

@@ -77,7 +77,7 @@ echo "$line" >"$store/last.tmp" && mv "$store/last.tmp" "$store/last"
 if [ $rc -ne 0 ]; then
     {
         echo "hpcval scheduled validation of '$site' FAILED ($stamp, exit $rc): $summary"
-        grep -E ' is outside |^hpcval: |^  [^ ].*\): (sanity|setup|run|performance|compile|cleanup)[a-z_]*: ' \
+        grep -E '^RESULT: | is outside |^(REGRESSED|UNSTABLE|HELD) |^hpcval: |^  [^ ].*\): (sanity|setup|run|performance|compile|cleanup)[a-z_]*: ' \
             "$log" | head -n 20
         echo "full output: $log"
     } >&2

@@ -39,6 +39,10 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
 
 
+#: The reason recorded for a run a person left out that was not held.
+REJECTED_BY_PERSON = "left out by a person (hpcval history --reject)"
+
+
 def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
     result = next((r["result"] for r in store.runs() if r["run_id"] == run_id), None)
     if accepted and result in ("interrupted", "orphaned"):
@@ -46,8 +50,15 @@ def _mark(site: Site, store: Store, run_id: str, accepted: bool) -> int:
                          "never counts in baselines (run the validation again)")
     store.set_accepted(run_id, accepted)
     hold = store.holds().get(run_id)
-    if hold is not None:  # a person decided: held runs wait for this
+    if hold is not None and hold.get("reasons") == [REJECTED_BY_PERSON]:
+        # a run only a person had left out, accepted again: no level starts there
+        hold = {**hold, "state": "rejected" if not accepted else "cleared"}
+        store.set_hold(run_id, hold)
+    elif hold is not None:  # a person decided: held runs wait for this
         hold = {**hold, "state": "accepted" if accepted else "rejected"}
+        store.set_hold(run_id, hold)
+    elif not accepted:  # kept, so that the sustained rule leaves the run out too
+        hold = {"state": "rejected", "reasons": [REJECTED_BY_PERSON]}
         store.set_hold(run_id, hold)
     path = verdicts_path(site.report_path(run_id))
     try:

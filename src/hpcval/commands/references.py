@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="with --from-history: these runs instead of the accepted ones")
     cap.add_argument("--write", action="store_true", help="replace the site's references file")
     cap.add_argument("run_report", nargs="?", type=Path,
-                     help="ReFrame JSON run report (default: the site's latest)")
+                     help="ReFrame JSON run report: a path, a file name in var/<site>/reports/ "
+                     "or a run id (default: the site's latest)")
     cap.set_defaults(func=_capture)
 
 
@@ -95,7 +96,7 @@ def _capture(args: argparse.Namespace) -> int:
     if path.exists():
         existing = site.check_references()
         site.load_host_expectations()
-    report_path = args.run_report or latest_report(site)
+    report_path = site.find_report(args.run_report) if args.run_report else latest_report(site)
     report = load_run_report(report_path)
     try:
         data = refresolve.capture(report, args.tolerance, existing)

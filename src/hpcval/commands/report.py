@@ -18,12 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "table and an HTML report. Exits non-zero when the run had failures.",
     )
     p.add_argument("--site", default="local", help="site whose results store to use")
-    p.add_argument("run_report", nargs="?", type=Path, help="a ReFrame JSON run report")
+    p.add_argument("run_report", nargs="?", type=Path,
+                   help="a ReFrame JSON run report: a path, a file name in var/<site>/reports/ "
+                   "or a run id (default: the latest)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
-    path = args.run_report or latest_report(site)
+    path = site.find_report(args.run_report) if args.run_report else latest_report(site)
     report = republish(site, path, sys.stdout)  # the stdout of now, not of import time
     return 1 if report.failures else 0

@@ -35,6 +35,10 @@ from hpcval.history.store import Store
 from hpcval.site import Site, refresolve
 from hpcval.site import references as refs
 
+
+class NoPassedCase(InputError):
+    """The runs asked for hold no passed test case to take references from."""
+
 DEFAULT_MARGIN = 0.5
 #: The margin of the bands ``validate --record`` writes from its one run: one run
 #: shows the noise within it, not between runs, so its band only catches gross
@@ -106,8 +110,8 @@ def references_from_history(site: Site, runs: list[str] | None = None, last: int
     cases = [r for r in _case_rows(store, runs) if r["result"] == "pass"]
     if not cases:
         which = f"runs {', '.join(runs)}" if runs else "accepted runs"
-        raise InputError(f"{site.history_db}: no passed test case in the {which} to take "
-                         "references from")
+        raise NoPassedCase(f"{site.history_db}: no passed test case in the {which} to take "
+                           "references from")
     by_case: dict[str, list[str]] = {}
     info: dict[str, dict[str, Any]] = {}
     for r in cases:

@@ -104,12 +104,13 @@ class RunReport:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def headline(self) -> str:
-        """``24 passed, 0 failed, 12 skipped: PASS``."""
+        """``24 passed, 0 failed, 12 skipped: PASS``; a run stopped with cases
+        not run that failed none ends ``INTERRUPTED``, never ``PASS``."""
         passed = sum(c.passed for c in self.cases)
         failed = len(self.failures)
         not_run = f"{len(self.not_run)} not run, " if self.not_run else ""
-        return (f"{passed} passed, {failed} failed, {not_run}{len(self.skips)} skipped: "
-                f"{'FAIL' if failed else 'PASS'}")
+        word = "FAIL" if failed else "INTERRUPTED" if self.not_run else "PASS"
+        return f"{passed} passed, {failed} failed, {not_run}{len(self.skips)} skipped: {word}"
 
 
 def skip_reason(case: CaseResult) -> str:

@@ -346,14 +346,18 @@ def changes_since_previous(report: RunReport, history: RunHistory,
     return out
 
 
+#: The area count of a case ReFrame aborted when the run was stopped.
+NOT_RUN = "not run"
+
+
 def area_counts(rows: list[Row]) -> list[tuple[str, Counter[str], int, int]]:
     """Per area: outcome counts of its rows, how many cases it ran and how many
     figures they measured; areas with something wrong first."""
     counts: dict[str, Counter[str]] = {}
     cases: dict[str, set[str]] = {}
     figures: Counter[str] = Counter()
-    for r in rows:
-        counts.setdefault(r.area, Counter())[r.outcome] += 1
+    for r in rows:  # a case aborted by a stop is not run, not skipped
+        counts.setdefault(r.area, Counter())[NOT_RUN if r.case.aborted else r.outcome] += 1
         cases.setdefault(r.area, set()).add(r.key)
         figures[r.area] += r.perf is not None
 
@@ -411,7 +415,7 @@ def verdict_table(report: RunReport, history: RunHistory | None = None) -> str:
     areas = []
     for area, counts, n_cases, figures in area_counts(rows):
         bad = ", ".join(f"{counts[o]} {'skipped' if o == 'SKIP' else o.lower()}"
-                        for o in (*ALARMS, "SKIP") if counts[o])
+                        for o in (*ALARMS, "SKIP", NOT_RUN) if counts[o])
         areas.append(f"{area} {n_cases} case{'s' * (n_cases != 1)}, {figures} "
                      f"figure{'s' * (figures != 1)}"
                      + (f" ({bad})" if bad else ""))

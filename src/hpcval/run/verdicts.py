@@ -117,7 +117,8 @@ def _as_dict(v: Any, unit: str) -> dict[str, Any]:
 def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
              level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset(),
              verdict: Any = None, baseline: Sequence[Sequence[float]] = (),
-             alpha: float = 0.05) -> tuple[list[float], list[str]]:
+             alpha: float = 0.05, rejected: frozenset[str] = frozenset()
+             ) -> tuple[list[float], list[str]]:
     """Run values of a figure since its last accepted level, oldest first, this
     run last, with their run ids (what the sustained rule reads: docs/judging.md):
     the statistic its ``verdict`` judged (the median, or the fast mode of a
@@ -126,11 +127,12 @@ def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
     and when it is this run the series is empty). Every measured run counts,
     the ones called ``regressed``, ``unstable`` or held and not yet decided
     (``pending``) included (a sustained cut is called run after run and must
-    still add up); runs a person left out, held runs the old level came back
-    after, and interrupted runs do not."""
+    still add up); runs a person left out (``rejected``: ``hpcval history
+    --reject``), held runs the old level came back after, and interrupted runs
+    do not."""
     from hpcval.history.judging.modes import run_values
 
-    kept = [p for p in points if p.measured and p.samples
+    kept = [p for p in points if p.measured and p.samples and p.run_id not in rejected
             and (p.accepted or p.run_result in ("regressed", "unstable")
                  or p.run_id in pending)]
     # a run judged `regressed` (or held) that a person then accepted (`hpcval
@@ -190,6 +192,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         holds = store.holds()
         level_runs = frozenset(r for r, h in holds.items() if h.get("state") == "accepted")
         pending = frozenset(r for r, h in holds.items() if h.get("state") == "held")
+        rejected = frozenset(r for r, h in holds.items() if h.get("state") == "rejected")
         figures: dict[str, Any] = {}
         where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)
@@ -210,7 +213,7 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         # a worse level held over the last runs: Page's CUSUM on each family's
         # self-started scores (docs/judging.md)
         sustained = _sustained(judging, figures, where, settings, run_id, level_runs,
-                               pending, results)
+                               pending, results, rejected)
     except StoreError as err:
         judged.store_error = err
         return judged
@@ -281,13 +284,14 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
                settings: Any, run_id: str, level_runs: frozenset[str],
-               pending: frozenset[str], results: Mapping[str, Any]
-               ) -> dict[str, dict[str, Any]]:
+               pending: frozenset[str], results: Mapping[str, Any],
+               rejected: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """Figures of the families whose CUSUM is beyond its limit at this run, with
     the run since which they stayed beyond their old level (``since``); each
     figure's runs read through the statistic its verdict judged."""
     series = {name: _medians(w[3], w[4], run_id, level_runs, pending, results.get(name),
-                             figures[name].baseline_runs, settings.for_figure(name).alpha)
+                             figures[name].baseline_runs, settings.for_figure(name).alpha,
+                             rejected)
               for name, w in where.items()}
     medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
     found = judging.sustained_families(judging.families(figures, settings), medians, settings)
@@ -298,14 +302,15 @@ def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:
-    """A note for each ``figures:`` glob of judging.yaml that matched no figure of
-    the run (a typo, or a name written as ``<check>/<variable>`` without the
-    parameters and the partition), with one real name to copy."""
+    """A note for each ``figures:`` or ``families:`` glob of judging.yaml that
+    matched no figure of the run (a typo, or a name written as
+    ``<check>/<variable>`` without the parameters and the partition), naming
+    the key it is under, with one real name to copy."""
     if not names:
         return ""
-    return "".join(f"note: {site.judging}: figures: '{pattern}' matches no figure of this "
+    return "".join(f"note: {site.judging}: {key}: '{pattern}' matches no figure of this "
                    f"run (figures are named like '{next(iter(names))}')\n"
-                   for pattern in settings.unmatched(names))
+                   for key, pattern in settings.unmatched(names))
 
 
 #: what an interrupted run says after its verdict table
@@ -403,12 +408,22 @@ def stored(site: Site, run_id: str, report: RunReport) -> Judged:
 
 def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[str]) -> None:
     """After ``validate --record``: the site's references and host
-    expectations from what this run measured (existing files are backed up)."""
+    expectations from what this run measured (existing files are backed up).
+    A run whose every case that ran failed writes nothing and says so: the
+    failures are the answer (exit 1), not wrong input."""
     from hpcval.history import contract
 
     omitted: list[str] = []
-    written = contract.write_from_history(site, runs=[run_id], margin=contract.RECORD_MARGIN,
-                                          omitted=omitted)
+    try:
+        written = contract.write_from_history(site, runs=[run_id],
+                                              margin=contract.RECORD_MARGIN, omitted=omitted)
+    except contract.NoPassedCase as err:
+        if not report.failures:
+            raise
+        print(f"No references written: {err}: every case that ran failed (Failures above); "
+              f"{site.references.name} and {site.host_expectations.name} are unchanged",
+              file=out)
+        return
     for path in written:
         print(f"wrote {path} (review it before committing)", file=out)
     if omitted:

@@ -256,6 +256,21 @@ class Site:
     def report_path(self, run_id: str) -> Path:
         return self.reports_dir / f"run-report-{run_id}.json"
 
+    def find_report(self, given: str | Path) -> Path:
+        """A run report named on the command line: a path, else a file name in
+        ``reports/`` (``run-report-<run id>.json``, with or without ``.json``)
+        or a bare run id; what matches nothing is returned as given (its
+        reader then names it)."""
+        path = Path(given)
+        if path.is_file() or path.name != str(given):
+            return path
+        for candidate in (self.reports_dir / path.name,
+                          self.reports_dir / f"{path.name}.json",
+                          self.report_path(path.name)):
+            if candidate.is_file():
+                return candidate
+        return path
+
     def stage_dir(self, run_id: str) -> Path:
         """ReFrame's stage directory of one run (its jobs' working directories)."""
         return self.var / "stage" / run_id

@@ -230,6 +230,11 @@ def new_site(name: str, root: Path | None = None, scheduler: str = "auto",
     if gpu_partitions and (chosen != "slurm" or not isinstance(gpus, NodeGpus)):
         raise InputError("--gpu-partition needs Slurm partitions and --gpus-csv (the "
                          "nvidia-smi --query-gpu output of a node of that partition)")
+    if chosen == "slurm" and isinstance(gpus, NodeGpus) and not gpu_partitions:
+        raise InputError("--gpus-csv: this machine has Slurm partitions (sinfo shows "
+                         f"{', '.join(p.name for p in partitions)}): name the one(s) whose "
+                         "nodes have these GPUs with --gpu-partition NAME, or give "
+                         "--scheduler local for a site of this machine alone")
     if gpus == "detect":
         gpus = query_this_node() if chosen == "local" else None
     node_gpus = gpus if isinstance(gpus, NodeGpus) else None

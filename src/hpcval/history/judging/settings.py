@@ -96,11 +96,13 @@ class JudgingSettings:
                 return replace(base, **values)
         return base
 
-    def unmatched(self, names: Iterable[str]) -> list[str]:
-        """The ``figures:`` globs that match none of ``names``."""
+    def unmatched(self, names: Iterable[str]) -> list[tuple[str, str]]:
+        """The globs that match none of ``names``, each with the key it is
+        under: ``("figures", glob)`` or ``("families: <name>", glob)``."""
         names = list(names)
-        patterns = [p for p, _ in self.overrides] + [g for _, gs in self.families for g in gs]
-        return [pattern for pattern in patterns
+        patterns = [("figures", p) for p, _ in self.overrides] + \
+            [(f"families: {name}", g) for name, gs in self.families for g in gs]
+        return [(key, pattern) for key, pattern in patterns
                 if not any(fnmatch.fnmatchcase(n, pattern) for n in names)]
 
     @classmethod
