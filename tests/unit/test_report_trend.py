@@ -45,11 +45,12 @@ def test_figures_that_moved_come_first_worst_first(stepped):
     assert len(rows) == 9  # every figure measured in more than one run
     names = [re.search(r"<b>(.*?)</b>", r).group(1) for r in rows]
     assert names[:2] == ["gflops", "bw_4MiB"]
-    # 15 % below a 5 % band: failed, and the change point where it dropped
-    assert "data-l='outcome'>FAIL<" in rows[0]
+    # 15 % below a 5 % band: failed, regressed against its history (both shown),
+    # and the change point where it dropped
+    assert "data-l='outcome'>FAIL + regressed<" in rows[0]
     assert re.search(r"-1\d\.\d % \[.*\] \(95 %\) at run 7", rows[0])
     # 12 % faster: above the band's upper bound, so failed too, after the worse one
-    assert "data-l='outcome'>FAIL<" in rows[1]
+    assert "data-l='outcome'>FAIL + improved<" in rows[1]
     assert re.search(r"\+1\d\.\d % \[.*\] \(95 %\) at run 7", rows[1])
     # the history band: the level since the latest change point, before the latest run
     assert re.search(r">\d+\.\d+ ± \d\.\d % \(3 runs\)<", rows[0]), rows[0]
