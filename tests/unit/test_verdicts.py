@@ -418,3 +418,19 @@ def test_a_gone_fast_mode_is_sustained_from_the_fast_mode_not_the_medians(tmp_pa
     assert detail["sustained"]["runs_after"] >= 4
     # the fast mode's values: the level moved by the modes' ratio
     assert detail["sustained"]["after"] > 5 * detail["sustained"]["before"]
+
+
+def test_a_run_back_at_the_old_level_is_not_called_for_the_cut_before_it(tmp_path):
+    """After a sustained cut, the first run back at the old level: the CUSUM
+    over the runs since still adds up, but this run is nearer the old level than
+    the worse one and is not `regressed` (it was, at +0.04 %)."""
+    site = _site(tmp_path)
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        store_and_judge(site, *_run(site, rng, 1.0))
+    for _ in range(4):
+        judged = store_and_judge(site, *_run(site, rng, 0.8))
+        assert _outcomes(judged)["bw_1MiB"] == "regressed"
+    judged = store_and_judge(site, *_run(site, rng, 1.0))
+    assert _outcomes(judged)["bw_1MiB"] == "pass", judged.text
+    assert "REGRESSED" not in judged.text

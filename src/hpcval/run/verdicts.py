@@ -13,6 +13,7 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
+import math
 import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -223,6 +224,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         cp = sustained.get(name)
         if cp is not None and outcome == "regressed" and cp.get("runs_after", 0) < 2:
             cp = None  # called on its own: one run is no "sustained since" (itself)
+        if cp is not None and _back(detail.get("current_median"), cp):
+            cp = None  # this run is nearer the old level than the worse one: it came back
         if cp is not None and outcome != "no-baseline":
             # the figure has stayed beyond its old level since run cp["since"]
             detail["sustained"] = cp
@@ -280,6 +283,17 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
     atomic_write(_verdicts_file(site, run_id), json.dumps(data, indent=1, default=str),
                  "writing the run's verdicts")
 
+
+
+def _back(current: Any, cp: Mapping[str, Any]) -> bool:
+    """Whether this run's value lies nearer the level before a sustained move
+    than the level after it (log scale): the figure came back, and the run is
+    not called for the runs before it."""
+    before, after = cp.get("before"), cp.get("after")
+    if not all(isinstance(v, int | float) and v > 0 for v in (current, before, after)):
+        return False
+    here = math.log(current)
+    return abs(here - math.log(before)) < abs(here - math.log(after))
 
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
