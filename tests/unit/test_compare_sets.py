@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,13 @@ from history_maker import CASES, Case, Change, Fig, make_site, write_run
 from scipy import stats
 
 from hpcval.history.judging import JudgingSettings
-from hpcval.history.judging.compare import FigurePair, compare_sets, runs_needed, welch
+from hpcval.history.judging.compare import (
+    FigurePair,
+    compare_sets,
+    runs_needed,
+    runs_to_detect,
+    welch,
+)
 from hpcval.history.runsets import parse_time, size_of, split_case
 from hpcval.history.store import Store
 from hpcval.reporting.report import load_run_report
@@ -112,7 +119,16 @@ def test_one_run_per_side_has_no_interval_and_says_what_would() -> None:
     assert not bw.change.has_interval and "[" not in bw.change.text()
     fam = next(f for f in comp.families if f.name == "bandwidth")
     assert fam.outcome == "inconclusive" and "no interval" in fam.note
-    assert f"{runs_needed(0.07 ** 2, 0.07 ** 2, 0.05)} runs per side" in fam.note
+    # the runs differ by more than the margin (a 20 % slower link): the runs per
+    # side that tell whether that is real, not those that would answer `same`
+    diff = float(np.log1p(fam.change.change))
+    assert abs(diff) >= np.log1p(0.05)
+    assert f"{runs_to_detect(0.07 ** 2, 0.07 ** 2, diff)} runs per side would tell whether " \
+        f"this {100 * fam.change.change:+.1f} % is real" in fam.note
+    # runs within the margin of each other: the runs that would answer `same`
+    close = {k: p._replace(b_runs=p.a_runs) for k, p in pairs.items()}
+    fam = next(f for f in compare_sets(close).families if f.name == "bandwidth")
+    assert f"{runs_needed(0.07 ** 2, 0.07 ** 2, 0.05)} runs per side would answer" in fam.note
 
 
 def test_range_mean_over_the_sizes_inside_it() -> None:
@@ -224,7 +240,11 @@ def test_one_run_per_side_says_it_has_no_interval(stored: Path) -> None:
     proc = _cli(stored, "compare", runs[0], runs[1])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("NO INTERVAL: one run per side")
-    assert "runs per side would answer `same`" in proc.stdout
+    # an old-NIC run against a new-NIC one, 20 % apart: not how many runs would
+    # answer `same`, but how many tell whether that difference is real
+    assert re.search(r"runs per side would tell whether this [-+]\d+\.\d % is real", proc.stdout)
+    # and the latency family, which did not move: how many would answer `same`
+    assert re.search(r"latency: .*runs per side would answer `same`", proc.stdout)
     reports = stored / "var" / "demo" / "reports"
     proc = _cli(stored, "compare", str(reports / f"run-report-{runs[0]}.json"),
                 str(reports / f"run-report-{runs[1]}.json"))
@@ -262,3 +282,4 @@ def test_a_family_needs_the_runs_its_noisiest_figure_needs() -> None:
     for fam in comp.families:
         each = [comp.figures[k].needed for k in fam.figures]
         assert fam.needed == (None if None in each else max(each))
+

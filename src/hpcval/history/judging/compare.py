@@ -56,6 +56,7 @@ from hpcval.history.judging.figurestats import (
     _Prepared,
     _stats,
     runs_needed,
+    runs_to_detect,
     welch,
 )
 from hpcval.history.judging.model import MEAN_SHARE, FigureData
@@ -279,12 +280,21 @@ def compare_sets(figures: Mapping[str, FigurePair], settings: JudgingSettings | 
             change = Change.from_log(agg.diff, *(ci or (None, None)),
                                      level=lvl if ci else None)
             if ci is None:
-                note = _one_run_note(members, margin)
+                note = _one_run_note(members, margin, agg.diff)
         # `same` needs every figure inside the margin: the family needs what its
         # noisiest figure needs (None: one of them needs more than MOST_RUNS or
         # its spread is unknown)
         each = [out_figs[k].needed for k in keys]
         needed = None if any(n is None for n in each) else max(each)  # type: ignore[type-var]
+        seen = agg.diff if agg is not None else math.nan
+        if (outcome == "inconclusive" and not note and agg is not None and agg.var_a
+                and agg.var_b and abs(seen) >= math.log1p(margin)):
+            n = runs_to_detect(agg.var_a, agg.var_b, seen)
+            seen_pct = f"{100 * math.expm1(seen):+.1f} %"
+            note = (f"{n} runs per side would tell whether this {seen_pct} is real (`worse` "
+                    "or `better`) at this spread" if n else
+                    f"the spread is too wide to tell this {seen_pct} from noise within "
+                    f"{MOST_RUNS} runs per side")
         if outcome == "inconclusive" and not note:
             note = (f"{needed} runs per side would answer `same` within +-{margin:.0%} (in 80 % "
                     "of comparisons where nothing changed) at this spread" if needed else
@@ -314,16 +324,28 @@ def _split(p_mean: float | None, p_figures: Sequence[float]) -> float:
     return min(1.0, p_mean / MEAN_SHARE, n * min(p_figures) / (1 - MEAN_SHARE))
 
 
-def _one_run_note(members: Sequence[_Prepared], margin: float) -> str:
+def _one_run_note(members: Sequence[_Prepared], margin: float,
+                  diff: float | None = None) -> str:
+    """What one run per side cannot say, and the runs per side that would: a
+    `same` answer where the runs differ by less than the margin, else whether
+    the difference seen is real (`worse` or `better`)."""
     spreads = [m.pair.spread for m in members if m.pair.spread]
     text = "one run per side: no interval"
     if spreads:
         v = float(np.median(spreads)) ** 2
-        n = runs_needed(v, v, margin)
-        if n:
-            text += (f"; {n} runs per side would answer `same` within +-{margin:.0%} at the "
-                     f"site's run-to-run spread of {math.expm1(math.sqrt(v)):.1%}")
+        text += _needed_text(v, v, margin, diff, f"the site's run-to-run spread of "
+                             f"{math.expm1(math.sqrt(v)):.1%}")
     return text
+
+
+def _needed_text(var_a: float, var_b: float, margin: float, diff: float | None,
+                 at: str) -> str:
+    if diff is not None and math.isfinite(diff) and abs(diff) >= math.log1p(margin):
+        n = runs_to_detect(var_a, var_b, diff)
+        return (f"; {n} runs per side would tell whether this {100 * math.expm1(diff):+.1f} "
+                f"% is real (`worse` or `better`) at {at}" if n else "")
+    n = runs_needed(var_a, var_b, margin)
+    return f"; {n} runs per side would answer `same` within +-{margin:.0%} at {at}" if n else ""
 
 
 def _figure(key: str, m: _Prepared, margin: float, alpha: float, family: str,
@@ -348,7 +370,7 @@ def _figure(key: str, m: _Prepared, margin: float, alpha: float, family: str,
     elif m.pair.spread:
         needed = runs_needed(m.pair.spread ** 2, m.pair.spread ** 2, margin, alpha)
     if ci is None:
-        note = _one_run_note([m], margin)
+        note = _one_run_note([m], margin, w.diff)
     return FigureComparison(
         name=key, better=m.pair.better, unit=m.pair.unit, size=m.pair.size,
         medians_a=tuple(float(math.exp(v)) for v in m.ma),

@@ -144,6 +144,21 @@ def runs_needed(var_a: float, var_b: float, margin: float, alpha: float = 0.05,
     return None
 
 
+def runs_to_detect(var_a: float, var_b: float, diff: float, alpha: float = 0.05,
+                   power: float = 0.8) -> int | None:
+    """Runs per side with which a real change of ``diff`` (log scale) is called
+    ``worse`` or ``better`` (one-sided at ``alpha``) in ``power`` of comparisons,
+    at these variances of log run medians (None: more than ``MOST_RUNS``)."""
+    if not diff:
+        return None
+    t = _stats().t
+    for n in range(2, MOST_RUNS + 1):
+        q = float(t.ppf(1 - alpha, 2 * n - 2) + t.ppf(power, 2 * n - 2))
+        if q * math.sqrt((var_a + var_b) / n) <= abs(diff):
+            return n
+    return None
+
+
 def _medians(runs: Sequence[Sequence[float]], what: str) -> tuple[np.ndarray, float]:
     """Log run medians and the mean within-run variance of a median (log scale)."""
     meds, within = [], []
