@@ -5,18 +5,23 @@ replacement, from a recording's clean runs; side B ``n`` runs from the runs
 at one slowed level (or, for "clean vs clean", again from the clean runs, drawn
 independently). Each replay is compared by
 :func:`hpcval.history.judging.compare.compare_sets` exactly as ``hpcval compare``
-does (families, Holm, equivalence margin 5 %). Drawing with replacement makes
+does (families, Holm, equivalence margin 5 %), given the site's run-to-run
+spread as the store gives it: per figure the verdicts' pooled spread of the
+clean runs on neither side of the replay, with its degrees of freedom
+(``--sides-only``: none, each side's own runs only). Drawing with replacement makes
 the recorded runs of a level the population the sides are drawn from, so the
 **true ratio** of a figure is known: the ratio of the geometric means of the
 run medians of all recorded runs at the two levels (1 for clean vs clean).
 
 Reported per recording, runs per side and level:
 
-* how often bw_1MiB's nominal 95 % interval covers its true ratio;
+* how often bw_1MiB's nominal 95 % interval covers its true ratio, and its
+  median half-width;
 * how often the bandwidth family is ``worse``, ``better``, ``same``,
   ``inconclusive``; and how often any family is ``worse`` or ``better``.
 
-    python bench/compare_coverage.py [--replays 400] [--seed 1] [--markdown]
+    python bench/compare_coverage.py [--replays 400] [--seed 1] [--without-replacement]
+                                     [--sides-only]
 
 The recordings are those of tests/data/judging (README there): recording 1
 and its completion (same machine, same settings) are pooled, which gives 20
