@@ -38,6 +38,20 @@ def test_each_side_is_pooled_with_the_site_by_degrees_of_freedom() -> None:
     assert welch(a, b[:3], paired=True, prior=(v_site, df_site)) == welch(a, b[:3], paired=True)
 
 
+def test_a_side_that_spreads_more_than_the_site_keeps_its_own_spread() -> None:
+    """A change that makes runs noisier (a slower link under competing traffic)
+    is not hidden behind the site's quieter history: a side whose own variance
+    is larger than the site's by a one-sided F test at level 0.1 is not pooled."""
+    a = np.array([0.0, 0.01, -0.01, 0.005, -0.005])
+    b = np.array([-0.4, 0.0, -0.3, 0.1, -0.2])  # sd ~0.2 against the site's 0.02
+    v_site, df_site = 0.02 ** 2, 20
+    w = welch(a, b, prior=(v_site, df_site))
+    assert w.var_b == pytest.approx(float(np.var(b, ddof=1)))  # its own
+    assert w.var_a == pytest.approx((4 * np.var(a, ddof=1) + df_site * v_site) / (4 + df_site))
+    ua, ub = w.var_a / 5, w.var_b / 5
+    assert w.df == pytest.approx((ua + ub) ** 2 / (ua ** 2 / 24 + ub ** 2 / 4))
+
+
 def _pool() -> tuple[dict, list[dict], list[dict]]:
     data = json.loads((DATA / "lab-pool.json").read_text())
     runs = data["runs"]

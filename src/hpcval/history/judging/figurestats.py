@@ -147,11 +147,24 @@ def welch(a: Sequence[float], b: Sequence[float], floor_a: float = 0.0,
     return Welch(diff, se, df, va, vb)
 
 
+#: A side whose own spread is larger than the site's at this one-sided level
+#: (F test) is not pooled with it: it spreads more than the site's history.
+POOL_F_LEVEL = 0.1
+
+
 def _pooled(x: np.ndarray, prior: tuple[float, int], floor: float) -> tuple[float, float]:
     """A side's variance pooled with the site's (``prior``: variance, degrees of
-    freedom), weighted by degrees of freedom, then floored; and its degrees of freedom."""
+    freedom), weighted by degrees of freedom, then floored; and its degrees of
+    freedom. A side whose own variance is larger than the site's (one-sided F
+    test at ``POOL_F_LEVEL``) keeps its own: pooling assumes it spreads as the
+    site's runs do, and a slowed link that spreads more would be understated."""
     own_df = x.size - 1
     own = float(x.var(ddof=1)) if own_df >= 1 else 0.0
+    if own_df >= 1 and prior[0] > 0 and own > prior[0]:
+        from scipy import stats
+
+        if float(stats.f.sf(own / prior[0], own_df, prior[1])) < POOL_F_LEVEL:
+            return max(own, floor), float(own_df)
     df = own_df + prior[1]
     return max((own_df * own + prior[1] * prior[0]) / df, floor), float(df)
 
