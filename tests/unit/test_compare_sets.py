@@ -25,7 +25,7 @@ from hpcval.history.judging.compare import (
     runs_to_detect,
     welch,
 )
-from hpcval.history.runsets import parse_time, size_of, split_case
+from hpcval.history.runsets import Side, parse_time, resolve, size_of, split_case
 from hpcval.history.store import Store
 from hpcval.reporting.report import load_run_report
 from hpcval.run.verdicts import store_and_judge
@@ -283,3 +283,18 @@ def test_a_family_needs_the_runs_its_noisiest_figure_needs() -> None:
         each = [comp.figures[k].needed for k in fam.figures]
         assert fam.needed == (None if None in each else max(each))
 
+
+def test_the_sites_spread_comes_from_the_runs_on_neither_side(stored: Path) -> None:
+    store = Store(stored / "var" / "demo" / "history.sqlite")
+    runs = store.runs()
+    ids = [r["run_id"] for r in runs]
+    a, b = Side.parse("A", f"{ids[0]},{ids[2]}"), Side.parse("B", f"{ids[4]},{ids[6]}")
+    sides = resolve(store, a, b, JudgingSettings())
+    others = [r for r in runs if r["accepted"] and r["run_id"] not in ids[0:7:2]]
+    assert len(others) >= 3
+    for fig in sides.figures.values():
+        assert fig.spread is not None and fig.spread_df == len(others) - 1
+    # the same runs as the whole history would have given more degrees of freedom
+    everything = resolve(store, Side.parse("A", ids[0]), Side.parse("B", ids[2]),
+                         JudgingSettings())
+    assert all(f.spread_df == len(others) + 1 for f in everything.figures.values())

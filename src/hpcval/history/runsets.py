@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -241,18 +241,20 @@ def _side_points(side: Side, ids: list[str], points: Sequence[HistoryPoint],
     return out
 
 
-def _spread(history: Sequence[HistoryPoint], settings: JudgingSettings, name: str
-            ) -> float | None:
-    """The site's run-to-run spread of a figure: sd of the log run medians of its
-    accepted runs (the verdicts' window), None below 3 runs."""
+def _spread(history: Sequence[HistoryPoint], settings: JudgingSettings, name: str,
+            compared: Collection[str] = ()) -> tuple[float | None, int]:
+    """The site's run-to-run spread of a figure and its degrees of freedom: sd of
+    the log run medians of its accepted runs other than the ``compared`` ones
+    (the verdicts' window), ``(None, 0)`` below 3 runs."""
     fs = settings.for_figure(name)
     meds = [math.log(float(np.median(p.samples))) for p in history
-            if p.accepted and p.measured and p.samples and min(p.samples) > 0]
+            if p.accepted and p.measured and p.samples and min(p.samples) > 0
+            and p.run_id not in compared]
     meds = meds[-fs.spread_runs:]
     if len(meds) < 3:
-        return None
-    sd, _, _ = pooled_spread(meds)
-    return None if math.isnan(sd) else max(sd, fs.min_spread)
+        return None, 0
+    sd, df, _ = pooled_spread(meds)
+    return (None, 0) if math.isnan(sd) else (max(sd, fs.min_spread), df)
 
 
 def resolve(store: Store, a: Side, b: Side, settings: JudgingSettings,
@@ -288,6 +290,7 @@ def resolve(store: Store, a: Side, b: Side, settings: JudgingSettings,
     for p in points:
         by_series.setdefault((p.case_key, p.variable), []).append(p)
     figures: dict[str, FigurePair] = {}
+    compared = set(ids_a) | set(ids_b)
     for key in sorted(k for k in pa if k in pb):
         xa, xb = pa[key], pb[key]
         name = _name(split_case(xa[0].case_key), split_case(xb[0].case_key), key[4])
@@ -295,7 +298,7 @@ def resolve(store: Store, a: Side, b: Side, settings: JudgingSettings,
         figures[name] = FigurePair(
             [p.samples for p in xa], [p.samples for p in xb], xb[0].better, xb[0].unit,
             size_of(key[4]), [p.run_id for p in xa], [p.run_id for p in xb],
-            _spread(hist, settings, f"{xa[0].case_key}/{key[4]}"))
+            *_spread(hist, settings, f"{xa[0].case_key}/{key[4]}", compared))
     if not figures:
         raise InputError(
             f"no figure is on both sides (A: {a.describe()}, {len(pa)} figure(s); B: "

@@ -18,8 +18,9 @@ from hpcval.history.judging.compare import FamilyComparison, FigureComparison, S
 
 #: what the statistics are, in one line (docs/compare.md has the rest)
 METHOD = ("ratio B/A of the geometric means of run medians; interval: Welch's t on log run "
-          "medians (between-run spread of both sides; paired t where both sides hold the same "
-          "runs); one test per family, Holm across families; same = every figure's {lvl} "
+          "medians (between-run spread of both sides, each pooled with the site's spread from "
+          "accepted runs on neither side; paired t where both sides hold the same runs); one "
+          "test per family, Holm across families; same = every figure's {lvl} "
           "interval inside +-{margin} (docs/compare.md)")
 
 

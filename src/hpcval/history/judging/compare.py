@@ -10,12 +10,18 @@ not its pooled samples. For every figure present on both sides:
   ``exp(d)`` (a geometric-mean ratio);
 * its standard error comes from the **between-run spread of both sides**
   (Welch: ``se^2 = s_A^2 / n_A + s_B^2 / n_B``, Welch-Satterthwaite degrees of
-  freedom, Student's t from ``scipy.stats``). Each side's variance is floored
-  at its runs' mean within-run variance of a median and at ``min_spread^2``
-  (runs that happened to agree cannot make an interval narrower than a
-  median's own noise). A side with one run borrows the other side's spread
-  (and its degrees of freedom): that assumes both sides spread alike. One run
-  on each side has no interval at all.
+  freedom, Student's t from ``scipy.stats``). Where the site's run-to-run
+  spread of the figure is known (``FigurePair.spread`` with ``spread_df``:
+  its accepted runs on neither side), each side's variance is pooled with it,
+  weighted by degrees of freedom: a few runs that happen to agree (drawn from
+  one mode of a two-moded machine) cannot claim a spread the site's history
+  contradicts, and a side whose own runs spread more still shows it. Each
+  side's variance is floored at its runs' mean within-run variance of a
+  median and at ``min_spread^2`` (runs that happened to agree cannot make an
+  interval narrower than a median's own noise). Without the site's spread, a
+  side with one run borrows the other side's spread (and its degrees of
+  freedom): that assumes both sides spread alike. One run on each side has no
+  interval at all.
 
 Figures with one cause form a **family** (the verdicts' grouping,
 :func:`hpcval.history.judging.families.families`). Each family gets one two-sided test:

@@ -45,6 +45,9 @@ class FigurePair(NamedTuple):
     a_ids: Sequence[str] = ()
     b_ids: Sequence[str] = ()
     spread: float | None = None
+    #: degrees of freedom of ``spread`` (its runs less its levels); with at
+    #: least 1, each side's own spread is pooled with it (:func:`welch`)
+    spread_df: int = 0
 
 
 class Welch(NamedTuple):
@@ -89,14 +92,23 @@ class Welch(NamedTuple):
 
 
 def welch(a: Sequence[float], b: Sequence[float], floor_a: float = 0.0,
-          floor_b: float = 0.0, paired: bool = False) -> Welch:
+          floor_b: float = 0.0, paired: bool = False,
+          prior: tuple[float, int] | None = None) -> Welch:
     """Welch's comparison of two sets of log run medians (B - A). Each side's
     variance is at least its ``floor``; a side with one run takes the other's
     variance and degrees of freedom; one run on each side: no interval.
 
+    ``prior``: the site's run-to-run variance of this figure and its degrees of
+    freedom, from runs on neither side. Each side's own variance is then pooled
+    with it, weighted by degrees of freedom (``((n-1) s^2 + df_h s_h^2) / (n-1 +
+    df_h)`` with ``n-1 + df_h`` degrees of freedom; a side with one run takes
+    the site's), and Welch-Satterthwaite combines the sides' degrees of freedom.
+    Without it, the result is ``scipy.stats.ttest_ind(equal_var=False)``'s.
+
     ``paired``: ``a[i]`` and ``b[i]`` come from the same run (other cases of it,
     e.g. two MPI stacks): Student's paired t on the differences, their variance
-    at least ``floor_a + floor_b`` (the run's shared conditions cancel)."""
+    at least ``floor_a + floor_b`` (the run's shared conditions cancel; the
+    site's spread is not a spread of differences, so ``prior`` is not used)."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if xa.size == 0 or xb.size == 0:
         raise InputError("compare: a side has no run of this figure")
@@ -109,21 +121,52 @@ def welch(a: Sequence[float], b: Sequence[float], floor_a: float = 0.0,
         # var_a = var_b = vd / 2: what runs_needed reads as "(var_a + var_b) / n"
         return Welch(diff, math.sqrt(vd / n), float(n - 1), vd / 2, vd / 2)
     na, nb = xa.size, xb.size
-    va = max(float(xa.var(ddof=1)), floor_a) if na >= 2 else None
-    vb = max(float(xb.var(ddof=1)), floor_b) if nb >= 2 else None
-    if va is None and vb is None:
+    if na < 2 and nb < 2:
         return Welch(diff, None, None, None, None)
-    if va is None:
-        assert vb is not None
-        va, df = max(vb, floor_a), float(nb - 1)
-    elif vb is None:
-        vb, df = max(va, floor_b), float(na - 1)
+    pooled = prior is not None and prior[1] >= 1 and math.isfinite(prior[0])
+    if pooled:
+        assert prior is not None
+        va, dfa = _pooled(xa, prior, floor_a)
+        vb, dfb = _pooled(xb, prior, floor_b)
     else:
-        ua, ub = va / na, vb / nb
-        df = (ua + ub) ** 2 / (ua * ua / (na - 1) + ub * ub / (nb - 1)) if ua + ub > 0 \
-            else float(na + nb - 2)
-    se = math.sqrt(va / na + vb / nb)
+        va, dfa = (max(float(xa.var(ddof=1)), floor_a), float(na - 1)) if na >= 2 \
+            else (math.nan, 0.0)
+        vb, dfb = (max(float(xb.var(ddof=1)), floor_b), float(nb - 1)) if nb >= 2 \
+            else (math.nan, 0.0)
+        if na < 2:
+            va, dfa = max(vb, floor_a), dfb
+        elif nb < 2:
+            vb, dfb = max(va, floor_b), dfa
+    ua, ub = va / na, vb / nb
+    if not pooled and (na < 2 or nb < 2):  # one side's spread borrowed: its df
+        df = dfb if na < 2 else dfa
+    else:
+        df = (ua + ub) ** 2 / (ua * ua / dfa + ub * ub / dfb) if ua + ub > 0 \
+            else dfa + dfb
+    se = math.sqrt(ua + ub)
     return Welch(diff, se, df, va, vb)
+
+
+#: A side whose own spread is larger than the site's at this one-sided level
+#: (F test) is not pooled with it: it spreads more than the site's history.
+POOL_F_LEVEL = 0.1
+
+
+def _pooled(x: np.ndarray, prior: tuple[float, int], floor: float) -> tuple[float, float]:
+    """A side's variance pooled with the site's (``prior``: variance, degrees of
+    freedom), weighted by degrees of freedom, then floored; and its degrees of
+    freedom. A side whose own variance is larger than the site's (one-sided F
+    test at ``POOL_F_LEVEL``) keeps its own: pooling assumes it spreads as the
+    site's runs do, and a slowed link that spreads more would be understated."""
+    own_df = x.size - 1
+    own = float(x.var(ddof=1)) if own_df >= 1 else 0.0
+    if own_df >= 1 and prior[0] > 0 and own > prior[0]:
+        from scipy import stats
+
+        if float(stats.f.sf(own / prior[0], own_df, prior[1])) < POOL_F_LEVEL:
+            return max(own, floor), float(own_df)
+    df = own_df + prior[1]
+    return max((own_df * own + prior[1] * prior[0]) / df, floor), float(df)
 
 
 def runs_needed(var_a: float, var_b: float, margin: float, alpha: float = 0.05,
@@ -193,7 +236,20 @@ def _prepare(name: str, pair: FigurePair, min_spread: float) -> _Prepared:
     ma, wa = _medians(pair.a_runs, f"{name}: side A")
     mb, wb = _medians(pair.b_runs, f"{name}: side B")
     fa, fb = max(wa, min_spread ** 2), max(wb, min_spread ** 2)
-    return _Prepared(pair, ma, mb, fa, fb, welch(ma, mb, fa, fb, paired=_paired(pair)))
+    return _Prepared(pair, ma, mb, fa, fb,
+                     welch(ma, mb, fa, fb, paired=_paired(pair), prior=_prior([pair])))
+
+
+def _prior(pairs: Sequence[FigurePair]) -> tuple[float, int] | None:
+    """The site's run-to-run variance and its degrees of freedom for these
+    figures (one: its own; several, a family's per-run mean: the square of the
+    mean of their spreads, which bounds the sd of a mean from above whatever
+    their correlation, with the fewest degrees of freedom); None where a figure
+    has none."""
+    if not pairs or any(not p.spread or p.spread_df < 1 for p in pairs):
+        return None
+    sd = float(np.mean([float(p.spread) for p in pairs]))  # type: ignore[arg-type]
+    return sd * sd, min(p.spread_df for p in pairs)
 
 
 def _paired(pair: FigurePair) -> bool:
@@ -225,4 +281,5 @@ def _aggregate(members: Sequence[_Prepared], sign: Sequence[float]) -> Welch | N
     floor_a = min(m.floor_a for m in members)
     floor_b = min(m.floor_b for m in members)
     paired = all(_paired(m.pair) for m in members) and commons[0] == commons[1]
-    return welch(sides[0], sides[1], floor_a, floor_b, paired=paired)
+    return welch(sides[0], sides[1], floor_a, floor_b, paired=paired,
+                 prior=_prior([m.pair for m in members]))
