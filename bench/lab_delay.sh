@@ -26,6 +26,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "lab_delay.sh: needs root (the lab makes network namespaces)" >&2; exit 3
 fi
 mkdir -p "$var"
+export HPCVAL_VAR="$var"  # validate stores here; lab fabric checks this store's site lock
 hpcval() { "$py" -m hpcval.cli "$@"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 

@@ -77,12 +77,28 @@ def daemon_key(node: LabNode) -> str:
     return f"labdelay-{node.name}"
 
 
-def _iptables() -> str:
-    for name in IPTABLES:
-        if shutil.which(name):
-            return name
-    raise LabError(f"no iptables program for the delay rules (install with: apt-get install "
-                   f"{PACKAGES})")
+def _iptables() -> list[str]:
+    """The iptables programs installed, in the order :data:`IPTABLES` tries them."""
+    found = [name for name in IPTABLES if shutil.which(name)]
+    if not found:
+        raise LabError(f"no iptables program for the delay rules (install with: apt-get "
+                       f"install {PACKAGES})")
+    return found
+
+
+def add_rules(netns: str, programs: list[str]) -> str:
+    """Add the delay rules in ``netns`` with the first of ``programs`` the kernel
+    takes them from; returns that program."""
+    errors = []
+    for program in programs:
+        procs = [run(cmd, netns=netns, check=False) for cmd in rule_commands(program, add=True)]
+        if all(p.returncode == 0 for p in procs):
+            return program
+        errors.append(f"{program}: {next(p.stderr.strip() for p in procs if p.returncode)}")
+        for cmd in rule_commands(program, add=False):
+            run(cmd, netns=netns, check=False)
+    raise LabError(f"the kernel takes no NFQUEUE rule in {netns} ({'; '.join(errors)}): it "
+                   "needs CONFIG_NETFILTER_XT_TARGET_NFQUEUE and CONFIG_NETFILTER_NETLINK_QUEUE")
 
 
 def build(dest_dir: Path) -> Path:
@@ -98,7 +114,8 @@ def build(dest_dir: Path) -> Path:
                        f"{PACKAGES})")
     dest_dir.mkdir(parents=True, exist_ok=True)
     tmp = dest_dir / f".{DAEMON}.tmp"
-    run([cc, "-O2", "-Wall", "-o", str(tmp), str(SOURCE), "-lnetfilter_queue"], timeout=120)
+    run([cc, "-O2", "-Wall", "-o", str(tmp), str(SOURCE), "-lnetfilter_queue", "-lnfnetlink"],
+        timeout=120)
     tmp.replace(binary)
     return binary
 
@@ -146,9 +163,9 @@ def start(layout: LabLayout, state: LabState, us: int) -> None:
     stop(layout, state)
     if us <= 0:
         return
-    iptables = _iptables()
+    programs = _iptables()
     binary = build(layout.state_dir / "delay")
-    state.delay = {"us": us, "iptables": iptables}
+    state.delay = {"us": us, "iptables": programs[0]}
     state.save(layout.state_file)
     try:
         for node in layout.shaped_nodes:
@@ -164,8 +181,10 @@ def start(layout: LabLayout, state: LabState, us: int) -> None:
             state.daemons[daemon_key(node)] = {"pid": proc.pid, "exe": DAEMON}
             state.save(layout.state_file)
             _wait_ready(proc, stats, log)
-            for cmd in rule_commands(iptables, add=True):
-                run(cmd, netns=node.netns)
+            program = add_rules(node.netns, programs)
+            programs = [program]  # every node the same way, so that one removes them all
+            state.delay["iptables"] = program
+            state.save(layout.state_file)
     except BaseException:
         stop(layout, state)
         raise
@@ -176,7 +195,7 @@ def stop(layout: LabLayout, state: LabState) -> None:
     keys = [k for k in state.daemons if k.startswith("labdelay-")]
     if not state.delay and not keys:
         return
-    iptables = str(state.delay.get("iptables") or "") or _iptables()
+    iptables = str(state.delay.get("iptables") or "") or _iptables()[0]
     for node in layout.shaped_nodes:
         for cmd in rule_commands(iptables, add=False):
             run(cmd, netns=node.netns, check=False)

@@ -21,7 +21,7 @@
  * late_max_ns, overruns, sched.
  *
  * Built by `hpcval lab fabric --delay` (hpcval.lab.delay) with
- *   cc -O2 -o hpcval-labdelay labdelay.c -lnetfilter_queue
+ *   cc -O2 -o hpcval-labdelay labdelay.c -lnetfilter_queue -lnfnetlink
  * (Debian: apt-get install gcc libnetfilter-queue-dev).
  */
 #define _GNU_SOURCE

@@ -65,9 +65,10 @@ def parse_jobs(text: str) -> list[Job]:
 
 
 def running_jobs() -> list[Job]:
-    """Jobs running (or completing) on the lab's Slurm; none where it does not answer."""
+    """Jobs running on the lab's Slurm (a completing one has measured); none where it
+    does not answer."""
     try:
-        proc = subprocess.run(["squeue", "-h", "-t", "R,CG", "-o", SQUEUE_FORMAT],
+        proc = subprocess.run(["squeue", "-h", "-t", "R", "-o", SQUEUE_FORMAT],
                               capture_output=True, text=True, timeout=15, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return []
