@@ -16,8 +16,8 @@
  *
  * usage: hpcval-labdelay QUEUE DELAY_US STATS_FILE
  *
- * STATS_FILE is written when the queue is bound ("ready 1") and then at most once a
- * second while packets pass, as "key value" lines: packets, held_max, late_sum_ns,
+ * STATS_FILE is written when the queue is bound ("ready 1") and then at most five times
+ * a second while packets pass, as "key value" lines: packets, held_max, late_sum_ns,
  * late_max_ns, overruns, sched.
  *
  * Built by `hpcval lab fabric --delay` (hpcval.lab.delay) with
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
             break;
         now = now_ns();
         release(now);
-        if (n_packets != written && now - last_stats >= 1000000000ull) {
+        if (n_packets != written && now - last_stats >= 200000000ull) {
             write_stats(1);
             written = n_packets;
             last_stats = now;
