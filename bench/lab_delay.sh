@@ -8,7 +8,8 @@
 #
 # latency: a 2-node lab, unshaped; for each DELAY (default: 0 50us 200us) three launches
 #   through Slurm of IMB PingPong between the nodes (srun, one rank per node, the lab's
-#   Intel MPI settings, 1000 repetitions of 0 and 8 B); prints IMB's t[usec] of 8 B per launch.
+#   Intel MPI settings, 1000 repetitions of 0 and 8 B); prints IMB's t[usec] of 8 B per launch,
+#   and 1000 UDP round trips between the nodes (8 B, Python sockets: the delay itself).
 # verdicts: a 2-node lab at RATE Mbit/s (default 200); `hpcval validate --site lab` of
 #   imb_pingpong_internode_check (5 samples per figure) into VAR_DIR (HPCVAL_VAR): K clean
 #   runs make the baseline (default 5); CLEAN clean repeats (default 10), each "quiet" when
@@ -16,6 +17,8 @@
 #   INCONCLUSIVE, WARN or HELD line, counts of pass and no-baseline only); one run with
 #   DELAY (default 50us) on every link; then one clean run; then `hpcval history`.
 #
+# SAMPLES=N: samples per figure per run (default 5, the check's least; the 5-iteration IMB
+# latencies of a loaded machine are two-moded, and 5 samples often hold no fast one).
 # LOAD_PROCS=N adds N busy loops for the whole script (competing load where the machine is
 # idle); the load average is printed beside every run.
 set -uo pipefail
@@ -63,15 +66,37 @@ latency() {
                     awk '$1 == 8 && NF == 4 {print $3}')
                 echo "delay $d launch $i: 8 B t[usec] ${t:-?} (load $(load))"
             done
+            udp_rtt "$d"
             hpcval lab status | grep -E "^  delay" || true
         done
     done
 }
 
+udp_rtt() {  # the delay itself: 1000 UDP round trips lab-n1 -> lab-n2 -> lab-n1 (8 B)
+    ip netns exec hpcval-lab-n2 "$py" -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("198.18.0.12", 5599))
+while True:
+    d, a = s.recvfrom(64); s.sendto(d, a)' &
+    local echo=$!
+    sleep 0.5
+    ip netns exec hpcval-lab-n1 "$py" -c '
+import socket, statistics, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2); r = []
+for _ in range(1000):
+    t = time.perf_counter_ns(); s.sendto(b"x" * 8, ("198.18.0.12", 5599)); s.recvfrom(64)
+    r.append((time.perf_counter_ns() - t) / 1000)
+r.sort()
+print(f"delay '"$1"' UDP round trip: min {r[0]:.0f} us, median {statistics.median(r):.0f} us, "
+      f"90th percentile {r[899]:.0f} us")'
+    echo "   (load $(load))"
+    kill "$echo"; wait "$echo" 2>/dev/null
+}
+
 run_one() {  # run_one NAME PHASE: validate, print its history verdict lines and whether quiet
     local name="$1" phase="$2" log="$var/$1.log" rc lines quiet
     HPCVAL_VAR="$var" hpcval validate --site lab --tag exp=labdelay --tag "phase=$phase" -- \
-        -n imb_pingpong_internode_check -S repetitions=5 >"$log" 2>&1
+        -n imb_pingpong_internode_check -S repetitions=5 -S "samples=${SAMPLES:-5}" >"$log" 2>&1
     rc=$?
     lines="$(grep -E '^ *(REGRESSED|UNSTABLE|IMPROVED|INCONCLUSIVE|WARN|HELD|History verdicts:|hpcval: error)' "$log")"
     quiet=no

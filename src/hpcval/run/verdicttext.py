@@ -103,6 +103,13 @@ def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -
     elif thr and max(thr) <= SANE_THRESHOLD:
         action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
                   "run resolves at this noise)")
+    elif all(d.get("statistic") == "fast" for _, d in items):
+        # the fast mode is judged already: what is left is a person's call on more data
+        spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
+        wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
+        action = (f"its fast mode is judged and still moves too much{wide}: more samples "
+                  "per run (-S samples=N) show it more often, or group it with the figures "
+                  "that share its cause (families: in judging.yaml)")
     else:
         spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
         wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
