@@ -192,7 +192,8 @@ def test_delay_adds_to_every_round_trip_and_goes_again(lab: None) -> None:
 
 def test_nothing_reshapes_the_lab_while_a_job_runs(lab: None) -> None:
     job = subprocess.run(["sbatch", "--parsable", "-N", "1", "-J", "hpcval-guard-test",
-                          "--wrap", "sleep 120"], capture_output=True, text=True, check=True)
+                          "-o", "/dev/null", "--wrap", "sleep 120"],
+                         capture_output=True, text=True, check=True)
     job_id = job.stdout.strip().split(";")[0]
     try:
         for _ in range(100):

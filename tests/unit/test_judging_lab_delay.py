@@ -7,8 +7,8 @@ Most samples are either fast (8-14 us) or slow (75-3,500 us), inside runs; 3 of 
 baseline runs hold fewer than two fast samples of lat_0B. Before, the fast level of
 such a baseline mixed the fast ends of runs wholly in the slow mode with the fast mode
 (153 % "run to run"), and every one of the 10 clean runs was held out of the baseline
-(replayed here without the sustained rule; on the lab one of them was called instead)
-(lat_0B "moved 0.27x", lat_8B "moved 3.7x"); 0 of 10 printed only the counts line."""
+(lat_0B "moved 0.27x", lat_8B "moved 3.7x"); 0 of 10 printed only the counts line.
+(Replayed here without the sustained rule; on the lab one clean run was called by it.)"""
 
 from __future__ import annotations
 
