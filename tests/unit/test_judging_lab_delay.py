@@ -99,3 +99,32 @@ def test_the_fast_centre_of_two_samples_is_the_faster() -> None:
     assert np.exp(modes.fast_centre(logs, "higher")) == pytest.approx(76.8)
     three = np.log(np.array([10.3, 56.5, 11.8]))
     assert np.exp(modes.fast_centre(three, "lower")) == pytest.approx(11.8)
+
+
+DATA10 = DATA.with_name("lab-delay-10.json")
+
+
+def test_with_ten_samples_the_delay_is_regressed_on_its_first_run() -> None:
+    """The second lab session (10 samples per run, load 2.4-6.6): the run with 50 us on
+    every packet is `regressed` on both latencies, with intervals wholly above +500 %,
+    and is not accepted; the clean run after it is not called."""
+    out = _replay(json.loads(DATA10.read_text()))
+    (delay,) = [(v, h) for c, v, h in out if c == "delay"]
+    for name in ("lat_0B", "lat_8B"):
+        v = delay[0][f"{CHECK}/{name}"]
+        assert v.outcome == "regressed" and v.ci_low is not None and v.ci_low > 5, (name, v)
+    (after,) = [v for c, v, _ in out if c == "after-delay"]
+    assert not any(v.outcome in ("regressed", "unstable") for v in after.values())
+
+
+def test_a_vanished_fast_mode_prints_the_share_tests_p() -> None:
+    from hpcval.run.verdicts import _as_dict
+    from hpcval.run.verdicttext import describe
+
+    runs = json.loads(DATA10.read_text())["runs"]
+    base = [r["figures"]["lat_0B"] for r in runs if r["condition"] == "baseline"]
+    cur = next(r["figures"]["lat_0B"] for r in runs if r["condition"] == "delay")
+    v = judge_figure(base, cur, "lower", name=f"{CHECK}/lat_0B")
+    assert v.outcome == "regressed" and v.note.startswith("fast mode gone")
+    line = describe(CHECK, "lat_0B", v.outcome, _as_dict(v, "us"))
+    assert f"p={v.slow_share['p']:.2g}" in line and "p=1," not in line, line

@@ -41,7 +41,8 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     if d.get("family"):
         text += f", family {d['family']}"
     p = d.get("p_adjusted", d.get("p_value"))
-    if outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share"):
+    if (outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share")) or \
+            (outcome == "regressed" and str(d.get("note", "")).startswith("fast mode gone")):
         p = share.get("p", p) if isinstance(share, dict) else p  # the share test's p
     elif outcome == "unstable" and isinstance(d.get("dispersion"), dict):
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
