@@ -9,7 +9,7 @@ and nothing reshapes a lab while a Slurm job runs on it (exit 3 naming the job).
 The round trip is a UDP echo between the node namespaces (200 small datagrams;
 its minimum, which a loaded machine moves least). Needs root, Slurm, munge, the
 C compiler, libnetfilter-queue-dev and iptables; skips with the reason otherwise.
-About a minute.
+About 15 s.
 """
 
 from __future__ import annotations
