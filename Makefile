@@ -6,11 +6,12 @@ VENV   ?= .venv
 SITE   ?= local
 BIN    := $(VENV)/bin
 
-# Debian packages the lab (Slurm in network namespaces, sshfs file server) needs, and what the
+# Debian packages the lab (Slurm in network namespaces, sshfs file server, link delay) needs, and what the
 # Spack environments `local` and `lab` declare as externals (environments/local/spack.yaml: gcc,
 # g++, gfortran, Open MPI, make, autotools, pkgconf; the `local` site also runs Debian's MPICH);
 # as root only.
 SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
+	libnetfilter-queue-dev iptables \
 	gcc g++ gfortran make autoconf automake libtool libtool-bin m4 pkgconf \
 	openmpi-bin libopenmpi-dev mpich libmpich-dev chromium
 

@@ -14,7 +14,7 @@ for the ``unshaped`` profile.
 
 from pathlib import Path
 
-from hpcval.lab.cluster import current_fabric
+from hpcval.lab.cluster import current_delay, current_fabric
 from hpcval.lab.layout import NODE_IFACE, default_state_dir
 from hpcval.lab.slurm import PMI2_LIBRARY, node_cpus
 from hpcval.lab.state import LabState
@@ -64,11 +64,12 @@ def shared_fs_extras() -> dict[str, str]:
 def provenance() -> dict[str, str | None]:
     """Stored with every run (``extras.provenance``): the fabric profile the
     lab's links have when ReFrame reads this config at the start of the run
-    (``hpcval lab fabric``), None while no lab is up."""
+    (``hpcval lab fabric``) and the delay on them (``lab fabric --delay``:
+    ``50us``, ``none``), None while no lab is up."""
     try:
-        return {"fabric": current_fabric()}
+        return {"fabric": current_fabric(), "fabric_delay": current_delay()}
     except Exception:  # noqa: BLE001 - the lab may be down; provenance is best effort
-        return {"fabric": None}
+        return {"fabric": None, "fabric_delay": None}
 
 
 ENVIRONMENTS = [*lab_environments(), plain_environment()]

@@ -7,9 +7,11 @@ import json
 from dataclasses import asdict
 
 from hpcval.lab import cluster
+from hpcval.lab.delay import delay_text, parse_delay
 from hpcval.lab.fabric import PROFILES
 from hpcval.lab.layout import NODE_IFACE
 from hpcval.lab.system import LabError
+from hpcval.run.labguard import reshaping
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--fabric", default="unshaped", type=_profile, metavar="PROFILE",
                     help=f"fabric profile of the links: {', '.join(PROFILES)} or a rate in "
                     "Mbit/s such as 200m (default unshaped)")
+    up.add_argument("--delay", type=_delay, default=0, metavar="TIME",
+                    help="delay every packet a node sends on its link, e.g. 50us (where the "
+                    "kernel has no netem: NFQUEUE and a delay daemon per node; docs/lab.md)")
     up.add_argument("--service-node", action="store_true",
                     help="also create node lab-svc in partition 'service' (1 CPU) for jobs "
                     "that drive others, e.g. scheduled validation (docs/scheduling.md)")
@@ -54,17 +59,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     where.add_argument("--link", metavar="A,B",
                        help="shape only the traffic between nodes A and B (e.g. "
                        "lab-n2,lab-n5: one slow cable); their other traffic keeps its profile")
+    fab.add_argument("--delay", type=_delay, default=None, metavar="TIME",
+                     help="delay every packet each node sends on its link by TIME, e.g. 50us "
+                     "or 0.2ms (0: none); with a PROFILE, or alone to keep the rates. A "
+                     "PROFILE for every link without --delay removes the delay")
+    fab.add_argument("--force", action="store_true",
+                     help="reshape even while a validation or a Slurm job uses the lab (its "
+                     "figures then span two fabrics); without it that exits 3")
     fab.set_defaults(func=_fabric)
 
 
 def _up(args: argparse.Namespace) -> int:
     layout = cluster.up(args.nodes, fabric=args.fabric, service=args.service_node,
-                        file_server=args.file_server)
+                        file_server=args.file_server, delay_us=args.delay)
     shared = (f"\nshared file system (sshfs from lab-fs {layout.file_server.address}) on every "
               f"node at {layout.shared_dir}" if layout.file_server_enabled else "")
+    delay = f", delay {delay_text(args.delay)}" if args.delay else ""
     print(
         f"""
-lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{args.fabric}'
+lab is up: {args.nodes} node(s) {layout.nodelist}, partition 'lab', fabric '{args.fabric}'{delay}
   sinfo                                   # nodes should be idle
   srun -N {args.nodes} hostname                      # one line per node
   hpcval validate --site lab -- --tag internode    # inter-node checks through Slurm
@@ -90,7 +103,8 @@ def _status(args: argparse.Namespace) -> int:
         print(f"lab: down (no state file {st.state_file})")
         return 1
     shaped = "".join(f", {n} '{p}'" for n, p in st.node_fabric.items())
-    print(f"lab: {'up' if st.up else 'NOT READY'}, fabric '{st.fabric}'{shaped}")
+    delay = f", delay {st.delay} on every link" if st.delay != "none" else ""
+    print(f"lab: {'up' if st.up else 'NOT READY'}, fabric '{st.fabric}'{shaped}{delay}")
     for key, text in st.daemons.items():
         print(f"  {key:<18} {text}")
     print(f"  {'node':<8} {'address':<14} {'slurm':<10} {'rx MB':>10} {'tx MB':>10}  qdisc")
@@ -104,6 +118,8 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  file server: sshd {fs.sshd}, serves {fs.export}")
         for node, text in fs.mounts.items():
             print(f"    {node:<8} {fs.mount}: {text}")
+    for node, text in st.delay_nodes.items():
+        print(f"  delay {st.delay} {node:<8} {text}")
     for problem in st.problems:
         print(f"  problem: {problem}")
     return 0 if st.up and not st.problems else 1
@@ -113,7 +129,6 @@ def _profile(text: str) -> str:
     """A fabric profile the lab takes: a named one or a rate such as ``200m``
     (:func:`hpcval.lab.fabric.get_profile`); else argparse's error, exit 2."""
     from hpcval.lab.fabric import get_profile
-    from hpcval.lab.system import LabError
 
     try:
         get_profile(text)
@@ -122,8 +137,17 @@ def _profile(text: str) -> str:
     return text
 
 
+def _delay(text: str) -> int:
+    """A delay such as ``50us`` (:func:`hpcval.lab.delay.parse_delay`), in
+    microseconds; else argparse's error, exit 2."""
+    try:
+        return parse_delay(text)
+    except LabError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _fabric(args: argparse.Namespace) -> int:
-    if args.profile is None:
+    if args.profile is None and args.delay is None:
         current = cluster.current_fabric()
         overrides = cluster.node_fabrics()
         for prof in PROFILES.values():
@@ -131,7 +155,11 @@ def _fabric(args: argparse.Namespace) -> int:
             nodes = [n for n, p in overrides.items() if p == prof.name]
             extra = f"  ({', '.join(nodes)})" if nodes else ""
             print(f"{mark} {prof.name:<9} {prof.description}{extra}")
+        if current is not None:
+            print(f"  delay on every link: {cluster.current_delay()}")
         return 0
+    if args.delay is not None and (args.node or args.link):
+        raise LabError("--delay is for every link: give it without --node/--link")
     link = None
     if args.link:
         ends = args.link.split(",")
@@ -139,8 +167,15 @@ def _fabric(args: argparse.Namespace) -> int:
             raise LabError(f"--link {args.link}: two nodes separated by a comma, e.g. "
                            "lab-n2,lab-n5")
         link = (ends[0], ends[1])
-    prof = cluster.set_fabric(args.profile, node=args.node, link=link)
+    with reshaping("lab fabric", force=args.force):
+        if args.profile is None:
+            name = cluster.set_delay(args.delay)
+            print(f"lab: delay on every link is now {name} (rates unchanged)")
+            return 0
+        prof = cluster.set_fabric(args.profile, node=args.node, link=link,
+                                  delay_us=args.delay or 0)
     where = (f"{args.node}'s link" if args.node else
              f"the link {link[0]}<->{link[1]}" if link else "fabric")
-    print(f"lab: {where} is now '{prof.name}' ({prof.description})")
+    delay = "" if args.node or link else f", delay {delay_text(args.delay or 0)}"
+    print(f"lab: {where} is now '{prof.name}' ({prof.description}){delay}")
     return 0

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcval.lab import delay as delay_mod
 from hpcval.lab import fabric as fabric_mod
 from hpcval.lab import fileserver, network, slurm
 from hpcval.lab.layout import (
@@ -42,7 +43,8 @@ def layout_from_state(state: LabState, state_dir: Path) -> LabLayout:
 
 
 def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
-       log=print, service: bool = False, file_server: bool | None = None) -> LabLayout:
+       log=print, service: bool = False, file_server: bool | None = None,
+       delay_us: int = 0) -> LabLayout:
     """Create the lab and wait until every node is idle in Slurm.
 
     ``file_server``: True sets up the sshfs file server (error if sshfs or sshd
@@ -108,6 +110,9 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
             fabric_mod.apply_profile(layout, fabric)
         state.fabric = fabric
         state.save(layout.state_file)
+        if delay_us:
+            log(f"lab: delay {delay_mod.delay_text(delay_us)} on every link")
+            delay_mod.start(layout, state, delay_us)
         log(f"lab: waiting for {len(layout.all_nodes)} node(s) to become idle ...")
         slurm.wait_idle(layout)
         state.ready = True
@@ -285,6 +290,10 @@ class LabStatus:
     #: nodes whose own link has another profile than ``fabric``
     node_fabric: dict[str, str] = field(default_factory=dict)
     state_file: str = ""
+    #: the delay on every link (``fabric --delay``): ``50us``, or ``none``
+    delay: str = "none"
+    #: node (and file server) -> its delay daemon's figures
+    delay_nodes: dict[str, str] = field(default_factory=dict)
     fileserver: fileserver.FileServerStatus | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -296,7 +305,8 @@ def status(state_dir: Path | None = None) -> LabStatus:
         return LabStatus(up=False, state_file=str(state_dir / "state.json"))
     layout = layout_from_state(state, state_dir)
     result = LabStatus(up=state.ready, fabric=state.fabric,
-                       node_fabric=dict(state.node_fabric), state_file=str(layout.state_file))
+                       node_fabric=dict(state.node_fabric), state_file=str(layout.state_file),
+                       delay=delay_mod.delay_text(int(state.delay.get("us") or 0)))
     for key, info in sorted(state.daemons.items()):
         pid = int(info["pid"])
         running = _running(info)
@@ -316,6 +326,12 @@ def status(state_dir: Path | None = None) -> LabStatus:
         elif st != "idle" and not st.startswith(("alloc", "mix", "comp")):
             # allocated, mixed and completing (a job just ended) are a working node
             result.problems.append(f"{node.name} is {st}")
+    if state.delay:
+        for node in layout.shaped_nodes:
+            if node.netns in present:
+                text, problems = delay_mod.node_status(layout, state, node)
+                result.delay_nodes[node.name] = text
+                result.problems += problems
     result.fileserver = fileserver.status(state)
     if result.fileserver is not None:
         fs = layout.file_server
@@ -329,17 +345,23 @@ def status(state_dir: Path | None = None) -> LabStatus:
     return result
 
 
-def set_fabric(profile: str, state_dir: Path | None = None,
-               node: str | None = None,
-               link: tuple[str, str] | None = None) -> fabric_mod.FabricProfile:
-    """Switch a running lab to fabric ``profile``: every link, only ``node``'s, or
-    only the traffic between the two nodes of ``link``."""
+def _running_lab(state_dir: Path | None) -> tuple[LabState, LabLayout]:
     require_root("fabric")
     state_dir = state_dir or default_state_dir()
     state = LabState.load(state_dir / "state.json")
     if state is None or not state.ready:
         raise LabError("no lab is up (run 'hpcval lab up --nodes N' first)")
-    layout = layout_from_state(state, state_dir)
+    return state, layout_from_state(state, state_dir)
+
+
+def set_fabric(profile: str, state_dir: Path | None = None,
+               node: str | None = None,
+               link: tuple[str, str] | None = None,
+               delay_us: int = 0) -> fabric_mod.FabricProfile:
+    """Switch a running lab to fabric ``profile``: every link, only ``node``'s, or
+    only the traffic between the two nodes of ``link``. Switching every link also
+    sets the delay on every link: ``delay_us`` microseconds, none by default."""
+    state, layout = _running_lab(state_dir)
     if link is not None:
         base = {n.name: state.node_fabric.get(n.name, state.fabric) for n in layout.nodes}
         prof = fabric_mod.shape_pair(layout, *link, profile, base)
@@ -358,13 +380,32 @@ def set_fabric(profile: str, state_dir: Path | None = None,
     else:
         state.node_fabric[node] = prof.name
     state.save(layout.state_file)
+    if node is None:
+        delay_mod.start(layout, state, delay_us)
     return prof
+
+
+def set_delay(delay_us: int, state_dir: Path | None = None) -> str:
+    """Delay every packet each node sends on its lab link by ``delay_us``
+    microseconds (0: no delay), the rates left as they are; returns the delay's
+    name (``50us``, ``none``)."""
+    state, layout = _running_lab(state_dir)
+    delay_mod.start(layout, state, delay_us)
+    return delay_mod.delay_text(delay_us)
 
 
 def current_fabric(state_dir: Path | None = None) -> str | None:
     """The fabric profile of the running lab, or None if no lab is up."""
     state = LabState.load((state_dir or default_state_dir()) / "state.json")
     return state.fabric if state is not None and state.ready else None
+
+
+def current_delay(state_dir: Path | None = None) -> str | None:
+    """The delay on the running lab's links (``50us``, ``none``), None if no lab is up."""
+    state = LabState.load((state_dir or default_state_dir()) / "state.json")
+    if state is None or not state.ready:
+        return None
+    return delay_mod.delay_text(int(state.delay.get("us") or 0))
 
 
 def node_fabrics(state_dir: Path | None = None) -> dict[str, str]:

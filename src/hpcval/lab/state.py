@@ -17,6 +17,9 @@ class LabState:
     node_fabric: dict[str, str] = field(default_factory=dict)
     #: ``a<->b`` -> profile of the traffic between nodes a and b (one slow link)
     link_fabric: dict[str, str] = field(default_factory=dict)
+    #: the delay on every link (``lab fabric --delay``): {"us": int, "iptables": program};
+    #: empty without one
+    delay: dict[str, object] = field(default_factory=dict)
     #: daemon name -> {"pid": int, "exe": str}
     daemons: dict[str, dict[str, object]] = field(default_factory=dict)
     netns: list[str] = field(default_factory=list)

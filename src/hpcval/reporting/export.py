@@ -125,7 +125,7 @@ def openmetrics(store: Store, run_id: str | None = None) -> str:
         "site": site, "run": run_id, "result": str(run["result"]),
         "accepted": "1" if run["accepted"] else "0",
         **{k: str(prov.get(k) or "") for k in ("hostname", "reframe", "kernel", "machine",
-                                                "fabric")},
+                                                "fabric", "fabric_delay")},
     }, 1)
     fam.add("hpcval_run_start_time_seconds", {"site": site}, run.get("started"))
     for result in RUN_RESULTS:

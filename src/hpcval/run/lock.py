@@ -38,7 +38,7 @@ def seconds(text: str) -> float:
     return value
 
 
-def _holder(path: Path) -> str:
+def holder(path: Path) -> str:
     try:
         info = json.loads(path.read_text() or "{}")
     except (OSError, ValueError):
@@ -70,10 +70,10 @@ def site_lock(path: Path, what: str, timeout: float, log=None) -> Iterator[None]
                     raise EnvironmentFault(f"{path}: cannot lock: {err.strerror}") from None
             if time.monotonic() >= deadline:
                 raise LockTimeout(
-                    f"{path}: held by {_holder(path)}; waited {timeout:g} s. Wait for it to "
+                    f"{path}: held by {holder(path)}; waited {timeout:g} s. Wait for it to "
                     "finish, or give --lock-timeout more seconds")
             if not told and log is not None:
-                log(f"hpcval: waiting for the site lock {path} ({_holder(path)})")
+                log(f"hpcval: waiting for the site lock {path} ({holder(path)})")
                 told = True
             time.sleep(0.2)
         info = {"pid": os.getpid(), "host": socket.gethostname(), "what": what,

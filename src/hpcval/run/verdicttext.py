@@ -41,7 +41,8 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     if d.get("family"):
         text += f", family {d['family']}"
     p = d.get("p_adjusted", d.get("p_value"))
-    if outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share"):
+    if (outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share")) or \
+            (outcome == "regressed" and str(d.get("note", "")).startswith("fast mode gone")):
         p = share.get("p", p) if isinstance(share, dict) else p  # the share test's p
     elif outcome == "unstable" and isinstance(d.get("dispersion"), dict):
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
@@ -103,6 +104,13 @@ def _inconclusive_line(case_key: str, items: list[tuple[str, dict[str, Any]]]) -
     elif thr and max(thr) <= SANE_THRESHOLD:
         action = (f"raise the threshold to {sig3(100 * max(thr))} % in judging.yaml (what one "
                   "run resolves at this noise)")
+    elif all(d.get("statistic") == "fast" for _, d in items):
+        # the fast mode is judged already: what is left is a person's call on more data
+        spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
+        wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
+        action = (f"its fast mode is judged and still moves too much{wide}: more samples "
+                  "per run (-S samples=N) show it more often, or group it with the figures "
+                  "that share its cause (families: in judging.yaml)")
     else:
         spread = [d.get("spread") for _, d in items if isinstance(d.get("spread"), float)]
         wide = f" ({sig3(100 * max(spread))} % run to run)" if spread else ""
