@@ -19,22 +19,22 @@ BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 
 
-def _cpu_seconds(pid: int) -> float:
+def _state_and_cpu(pid: int) -> tuple[str, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return fields[0], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_process_that_is_not_the_runs_counts_as_other_work() -> None:
     load = hostload.HostLoad.start()
-    # not a child this process waits for: started in a session of its own and
-    # read before it is reaped, as another user's job would be
-    burnt = 0.0
+    # another user's job: a process whose CPU time never reaches this
+    # process's RUSAGE_CHILDREN while it is measured
     other = subprocess.Popen([sys.executable, "-c", BURN.format(s=1.0)],
                              start_new_session=True)
-    while other.poll() is None:
-        try:
-            burnt = _cpu_seconds(other.pid)
-        except (OSError, IndexError):
+    # read, never reaped before the end (a reaped child's time is the run's own):
+    # until it is a zombie, its CPU time as /proc says it
+    while True:
+        state, burnt = _state_and_cpu(other.pid)
+        if state == "Z":
             break
         time.sleep(0.05)
     wall = time.monotonic() - load.wall
