@@ -59,22 +59,38 @@ def test_clean_runs_join_the_baseline(recorded: dict) -> None:
     assert not any("moved" in reason for _, h in clean for reason in h)
     latency = [v[f"{CHECK}/{name}"] for v, _ in clean for name in ("lat_0B", "lat_8B")]
     assert all(v.statistic == "fast" for v in latency)
-    assert sum(1 for v in latency if v.outcome != "pass") <= 3  # of 20; was 13
+    # of 20 (was 13): 3 inconclusive within the noise, and the 3 runs that drew no
+    # fast sample (5 samples per run), inconclusive with no change and held by
+    # run.holds: their slow-mode share leans (p 0.14-0.20) as a vanished mode would
+    assert sum(1 for v in latency if v.outcome != "pass") <= 6
+    assert sum(1 for v in latency if v.outcome == "inconclusive" and v.change is None) <= 3
     # the fast level is the fast mode's, ~10 us, not a mix with the slow mode's fast ends
     assert all(8 < v.baseline_median < 14 for v in latency)
 
 
-def test_a_run_without_a_fast_level_passes_on_its_share(recorded: dict) -> None:
+def test_a_run_without_a_fast_level_is_held_where_its_share_leans(recorded: dict) -> None:
     """A clean run whose samples hold one fast sample or none: nothing to judge its fast
-    level by; its slow-mode share is what clean runs have, so it passes, with no change
-    to hold it for (before: 'inconclusive', 'moved 14.6x', held)."""
+    level by, and no change to state (before: 'moved 14.6x'). Its slow-mode share leans
+    to a vanished mode (p 0.14, under SHARE_LEANS) without being significant: it is
+    `inconclusive` and held out of the baselines, so that a mode that vanished is not
+    absorbed run by run (with 5 samples the 50 us delay run looked the same)."""
+    from hpcval.history.judging.verdict import SHARE_LEANS
+    from hpcval.run.holds import hold_reasons
+
     runs = recorded["runs"]
     base = [r["figures"]["lat_0B"] for r in runs if r["condition"] == "baseline"]
     cur = next(r["figures"]["lat_0B"] for r in runs if r["run"].endswith("9e8aff"))
     assert sum(1 for x in cur if x < 45) == 0
     v = judge_figure(base, cur, "lower", name=f"{CHECK}/lat_0B")
-    assert v.outcome == "pass" and v.change is None and "no fast level" in v.note
-    assert hold_reason(v.outcome, v.change, None, 2.0) is None
+    assert v.change is None and "no fast level" in v.note
+    assert v.slow_share is not None
+    if v.slow_share["p"] < SHARE_LEANS:
+        assert v.outcome == "inconclusive"
+        detail = {"slow_share": v.slow_share, "change": None}
+        reasons = hold_reasons([(CHECK, "lat_0B", v.outcome, detail)], JudgingSettings())
+        assert reasons and "has no fast level" in reasons[0][0]
+    else:
+        assert v.outcome == "pass"
 
 
 def test_a_vanished_fast_mode_beyond_chance_is_still_regressed() -> None:

@@ -44,6 +44,12 @@ def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings:
         thr = (d.get("needed") or {}).get("threshold")
         why = hold_reason(outcome, change.change if change else None,
                           thr if isinstance(thr, int | float) else None, fs.hold_factor)
+        share = d.get("slow_share")
+        if why is None and outcome == "inconclusive" and change is None \
+                and isinstance(share, dict):
+            # no fast level, the share leaning to a vanished mode (judging.verdict)
+            why = (f"has no fast level: slow-mode share {share.get('now', 0):.0%} against "
+                   f"{share.get('before', 0):.0%} before (p={share.get('p', 1):.2g})")
         if why is not None:
             out.append((f"{variable} {why}", (case_key, variable)))
     return out
