@@ -20,17 +20,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
-import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcval.core.errors import EnvironmentFault, HpcvalError
-from hpcval.run.lock import holder
+from hpcval.run.lock import holder, write_holder
 
 
 class LabInUse(EnvironmentFault):
@@ -116,11 +113,7 @@ def reshaping(action: str, force: bool = False, log: Callable[[str], None] = pri
         log(f"{action}: --force: reshaping the lab in use: {holders[0]}{more}")
     try:
         if fd is not None:
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "what": action,
-                    "since": time.time()}
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps(info).encode(), 0)
+            write_holder(fd, action)
         yield
     finally:
         if fd is not None:

@@ -48,6 +48,16 @@ def holder(path: Path) -> str:
             f"{info.get('what', '?')}, since {since}")
 
 
+def write_holder(fd: int, what: str) -> None:
+    """Record in a lock file that this process holds it, and for what (what
+    :func:`holder` reads back for the next one)."""
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "what": what,
+            "since": time.time()}
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+
+
 @contextlib.contextmanager
 def site_lock(path: Path, what: str, timeout: float, log=None) -> Iterator[None]:
     """Hold the lock file ``path`` for the block; ``what`` names the holder
@@ -76,11 +86,7 @@ def site_lock(path: Path, what: str, timeout: float, log=None) -> Iterator[None]
                 log(f"hpcval: waiting for the site lock {path} ({holder(path)})")
                 told = True
             time.sleep(0.2)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "what": what,
-                "since": time.time()}
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+        write_holder(fd, what)
         yield
     finally:
         with contextlib.suppress(OSError):
