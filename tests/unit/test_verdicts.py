@@ -30,22 +30,28 @@ def _run(site: Site, rng: np.random.Generator, level: float, n: int = 8,
          phase: str | None = None) -> tuple[str, object]:
     """A run report with one case and two figures (bandwidth, latency) whose
     samples are drawn around ``level`` times their baseline."""
-    run_id = new_run_id()
-    out = site.var / "output" / run_id / "case"
-    out.mkdir(parents=True)
     shift = float(np.exp(rng.normal(0, run_noise)))
     bw = list(1000 * level * shift * np.exp(rng.normal(0, noise, n)))
     lat = list(2.0 / (level * shift) * np.exp(rng.normal(0, noise, n)))
+    return _report(site, {"bw_1MiB": ("MB/s", "higher", bw), "lat_8B": ("us", "lower", lat)},
+                   result, phase)
+
+
+def _report(site: Site, figures: dict[str, tuple[str, str, list[float]]],
+            result: str = "pass", phase: str | None = None) -> tuple[str, object]:
+    """A stored run report of one case with these figures (unit, better, samples)."""
+    run_id = new_run_id()
+    out = site.var / "output" / run_id / "case"
+    out.mkdir(parents=True)
     (out / "hpcval-samples.json").write_text(json.dumps({
-        "bw_1MiB": {"unit": "MB/s", "better": "higher", "samples": bw},
-        "lat_8B": {"unit": "us", "better": "lower", "samples": lat}}))
+        name: {"unit": unit, "better": better, "samples": samples}
+        for name, (unit, better, samples) in figures.items()}))
     tc = {"display_name": "imb_pingpong_check %cache=warm", "system": "s",
           "partition": "default", "environ": "impi", "result": result, "fail_phase": phase,
           "outputdir": str(out), "stagedir": None, "unique_name": "x",
-          "perfvalues": {"s:default:bw_1MiB": [float(np.median(bw)), 0, None, None, "MB/s",
-                                               "pass"],
-                         "s:default:lat_8B": [float(np.median(lat)), 0, None, None, "us",
-                                              "pass"]}}
+          "perfvalues": {f"s:default:{name}": [float(np.median(samples)), 0, None, None, unit,
+                                               "pass"]
+                         for name, (unit, _, samples) in figures.items()}}
     path = site.report_path(run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"session_info": {"hostname": "h"},
@@ -373,24 +379,10 @@ def test_a_sustained_cut_called_run_after_run_says_since_when(tmp_path):
 def _moded_run(site: Site, rng: np.random.Generator, share: float) -> tuple[str, object]:
     """A run report with one two-moded latency: each sample fast (about 2 us) or,
     with probability ``share``, slow (about 30 us: a rank's wake-up)."""
-    run_id = new_run_id()
-    out = site.var / "output" / run_id / "case"
-    out.mkdir(parents=True)
     slow = rng.random(8) < share
     lat = list(np.where(slow, 30.0 * np.exp(rng.normal(0, 0.3, 8)),
                         2.0 * np.exp(rng.normal(0, 0.03, 8))))
-    (out / "hpcval-samples.json").write_text(json.dumps({
-        "lat_0B": {"unit": "us", "better": "lower", "samples": lat}}))
-    tc = {"display_name": "imb_pingpong_check %cache=warm", "system": "s",
-          "partition": "default", "environ": "impi", "result": "pass", "fail_phase": None,
-          "outputdir": str(out), "stagedir": None, "unique_name": "x",
-          "perfvalues": {"s:default:lat_0B": [float(np.median(lat)), 0, None, None, "us",
-                                              "pass"]}}
-    path = site.report_path(run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"session_info": {"hostname": "h"},
-                                "runs": [{"testcases": [tc]}]}))
-    return run_id, load_run_report(path)
+    return _report(site, {"lat_0B": ("us", "lower", lat)})
 
 
 def test_a_gone_fast_mode_is_sustained_from_the_fast_mode_not_the_medians(tmp_path):
