@@ -181,7 +181,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         try:  # the mark `store rebuild` imports a run by: hpcval stored it
             atomic_write(_verdicts_file(site, run_id),
                          json.dumps({"result": run.result, "accepted": run.accepted,
-                                     "recorded": True, "verdicts": []}, indent=1),
+                                     "recorded": True, "verdicts": [], **_tags_entry(tags)},
+                                    indent=1),
                          "writing the run's verdicts")
         except HpcvalError as err:
             judged.store_error = err
