@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from hpcval.core.errors import LockTimeout
+from hpcval.core.errors import EnvironmentFault, LockTimeout
 from hpcval.history.rebuild import leftovers
 from hpcval.run.lock import holder, site_lock
 
 #: what a rebuild writes in the site lock's holder record (``store rebuild``)
 REBUILD_HOLDER = "store rebuild"
+#: what this module writes there while it removes them
+CLEANER = "removing what a killed rebuild left"
 
 
 def settle_rebuild_leftovers(var: Path) -> str | None:
@@ -25,20 +27,28 @@ def settle_rebuild_leftovers(var: Path) -> str | None:
         return None
     lock = var / "validate.lock"
     try:
-        with site_lock(lock, "removing what a killed store rebuild left", 0):
+        with site_lock(lock, CLEANER, 0):
             found = leftovers(db)  # under the lock: no rebuild writes any of them now
             removed = []
             for path in found:
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):  # a read-only store: named below
                     path.unlink()
                     removed.append(path.name)
     except LockTimeout:
-        who = holder(lock)
-        if REBUILD_HOLDER in who:
-            return None  # a rebuild at work: its own files
-        return (f"hpcval: {len(leftovers(db))} file(s) in {var} left by a `store rebuild` "
-                f"killed before it ended ({leftovers(db)[0].name}, ...); the site lock is "
-                f"held ({who}): the next command removes them")
+        who, left = holder(lock), leftovers(db)
+        if REBUILD_HOLDER in who or CLEANER in who or not left:
+            return None  # a rebuild at work (its own files), or another command removing them
+        return (f"hpcval: {len(left)} file(s) in {var} left by a `store rebuild` killed "
+                f"before it ended ({left[0].name}, ...); the site lock is held ({who}): the "
+                "next command removes them")
+    except EnvironmentFault as err:  # the lock cannot be made: a read-only store
+        left = leftovers(db)
+        return (f"hpcval: {len(left)} file(s) in {var} left by a `store rebuild` killed before "
+                f"it ended ({left[0].name if left else '-'}, ...): not removed ({err})")
+    if len(removed) < len(found):
+        return (f"hpcval: {len(found) - len(removed)} file(s) in {var} left by a `store "
+                f"rebuild` killed before it ended could not be removed "
+                f"({', '.join(p.name for p in found if p.name not in removed)}): remove them")
     if not removed:
         return None
     return (f"hpcval: removed {len(removed)} file(s) left in {var} by a `store rebuild` killed "
