@@ -450,3 +450,24 @@ def test_rebuild_of_600_runs_keeps_all_and_names_the_3_damaged(
     assert after[ids[7]]["tags"] == {"batch": "1"}
     print(f"600 runs: stored in {made:.1f} s; rebuilt in {took:.1f} s "
           f"(load {os.getloadavg()[0]:.1f})")
+
+
+def test_corrupt_store_and_a_damaged_report(site: Path,
+                                            four_runs: tuple[Path, list[str]]) -> None:
+    """The store lost a table (corrupt) and a report is cut short: the run is
+    carried over from what SQLite can still read of the old store, said so;
+    the corrupt store is kept aside as .broken."""
+    ids = four_runs[1]
+    before = _runs(site)
+    db = _var(site) / "history.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE verdicts")
+    report = _var(site) / "reports" / f"run-report-{ids[2]}.json"
+    report.write_bytes(report.read_bytes()[:2000])
+    res = _rebuild(site)
+    assert_clean_failure(res, 3, str(report), "every run of the old store kept")
+    assert (f"run {ids[2]} carried over from the corrupt old store (what SQLite could read)"
+            in res.stdout), res.stdout
+    (kept,) = _var(site).glob("history.sqlite.*.broken")
+    assert f"previous store (corrupt) kept as {kept}" in res.stdout
+    _same_runs(before, _runs(site))

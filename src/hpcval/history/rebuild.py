@@ -134,8 +134,13 @@ class _Old:
         out = {"runs": self.conn.execute("SELECT * FROM runs WHERE run_id=?",
                                          (run_id,)).fetchall()}
         for table in _TABLES:
-            out[table] = self.conn.execute(f"SELECT * FROM {table} WHERE run_id=? "
-                                           "ORDER BY rowid", (run_id,)).fetchall()
+            try:
+                out[table] = self.conn.execute(f"SELECT * FROM {table} WHERE run_id=? "
+                                               "ORDER BY rowid", (run_id,)).fetchall()
+            except sqlite3.Error:
+                if table != "verdicts" or self.healthy:
+                    raise
+                out[table] = []  # a corrupt store's verdicts: the run without them
         return out
 
     def verdict_rows(self, run_id: str) -> list[tuple[Any, ...]]:
