@@ -471,3 +471,22 @@ def test_corrupt_store_and_a_damaged_report(site: Path,
     (kept,) = _var(site).glob("history.sqlite.*.broken")
     assert f"previous store (corrupt) kept as {kept}" in res.stdout
     _same_runs(before, _runs(site))
+
+
+def test_damaged_report_without_an_old_store(site: Path,
+                                             four_runs: tuple[Path, list[str]]) -> None:
+    """No old store to carry the run from (deleted): the rebuild stores the
+    others, names the run it could not import, exits 3 and leaves its files."""
+    ids = four_runs[1]
+    var = _var(site)
+    for path in var.glob("history.sqlite*"):
+        path.unlink()
+    report = var / "reports" / f"run-report-{ids[1]}.json"
+    report.write_bytes(report.read_bytes()[:2000])
+    record = _kept(site)
+    res = _rebuild(site)
+    assert_clean_failure(res, 3, str(report), "1 run(s) not imported",
+                         "their files are left as they are")
+    assert f"not imported: {report}: not a readable ReFrame run report" in res.stdout
+    assert set(_runs(site)) == set(ids) - {ids[1]}
+    assert _kept(site) == record

@@ -89,13 +89,16 @@ def _rebuild(args: argparse.Namespace) -> int:
             print(f"could not read: {line}")
         for line in done.not_imported:
             print(f"not imported: {line}")
-        lost = f"; {len(done.not_imported)} run(s) not imported" if done.not_imported else \
-            "; every run of the old store kept"
+        if done.not_imported:
+            what = (f"; {len(done.not_imported)} run(s) not imported: their files are left as "
+                    f"they are, the store replaced is kept as {done.kept}; restore them from a "
+                    "backup and rebuild again")
+        else:
+            what = ("; every run of the old store kept; restore them from a backup or leave "
+                    "them: a rebuild carries their runs over from the store it replaces")
         raise EnvironmentFault(
-            f"{site.history_db}: rebuilt, but {len(done.damaged) + len(done.not_imported)} "
-            f"file(s) could not be read or imported (listed above, first: "
-            f"{problems[0].split(': ', 1)[0]}){lost}; restore them from a backup or "
-            "leave them: a rebuild carries their runs over from the store it replaces")
+            f"{site.history_db}: rebuilt, but {len(problems)} file(s) could not be read or "
+            f"imported (listed above, first: {problems[0].split(': ', 1)[0]}){what}")
     return 0
 
 
@@ -103,7 +106,7 @@ def _readable_reports(reports_dir: Path, db: Path) -> None:
     """Refuse to rebuild from a reports directory that is not there or cannot
     be read: every run would be taken from the old store, or lost with it."""
     try:
-        names = os.listdir(reports_dir)  # Path.glob says nothing of an unreadable one
+        os.listdir(reports_dir)  # Path.glob says nothing of an unreadable one
     except FileNotFoundError:
         raise EnvironmentFault(
             f"{reports_dir}: no reports directory, nothing to rebuild {db} from; the store "
@@ -111,4 +114,3 @@ def _readable_reports(reports_dir: Path, db: Path) -> None:
     except OSError as err:
         raise EnvironmentFault(f"{reports_dir}: cannot read the reports directory "
                                f"({err.strerror}); the store is left as it is") from None
-    del names
