@@ -32,17 +32,22 @@ class GateOptions:
     rule: healthdrain.ShareRule = field(default_factory=healthdrain.ShareRule)
 
 
-def audit_bad(audit: list[dict[str, Any]]) -> list[str]:
+def audit_bad(audit: list[dict[str, Any]], untaken: set[str] | frozenset[str] = frozenset()
+              ) -> list[str]:
+    """The audit's misses, but for the limits the gate could not take from the
+    node (what it reads there is the launching shell's)."""
     return [f"{f['setting']} found {f.get('found')!r}, expected {f.get('expected')}"
-            for f in audit if f.get("status") in ("mismatch", "unknown")]
+            for f in audit if f.get("status") in ("mismatch", "unknown")
+            and f.get("setting") not in untaken]
 
 
 class _Passes:
     """Measures and judges one pass at a time, keeping the last one's figures."""
 
     def __init__(self, site: VetSite, node: str, results: list[dict[str, Any]],
-                 settings: JudgeSettings, opts: GateOptions) -> None:
+                 settings: JudgeSettings, opts: GateOptions, untaken: set[str]) -> None:
         self.site, self.node, self.results = site, node, results
+        self.untaken = untaken
         self.settings, self.opts = settings, opts
         self.figures: dict[str, list[float]] = {}
         self.verdict: HealthVerdict | None = None
@@ -55,7 +60,8 @@ class _Passes:
         after = healthstorm.spin(self.opts.spin)
         verdict = judge_health(self.node, figures, audit, self.results, self.settings)
         self.figures, self.verdict = figures, verdict
-        status, evidence = healthstorm.classify(verdict.figures, audit_bad(audit),
+        status, evidence = healthstorm.classify(verdict.figures,
+                                                audit_bad(audit, self.untaken),
                                                 [before, after])
         return healthstorm.PassResult(started, time.monotonic() - t0, [before, after],
                                       status, evidence)
@@ -76,10 +82,10 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
     """The gate's one line and exit code (0 ok, 1 off, 3 not judged)."""
     rng = rng or random.Random()
     t0 = time.monotonic()
-    note = healthstorm.take_node_limits(node)
+    note, untaken = healthstorm.take_node_limits(node)
     if opts.spread > 0:
         time.sleep(rng.uniform(0, opts.spread))
-    passes = _Passes(site, node, results, settings, opts)
+    passes = _Passes(site, node, results, settings, opts, untaken)
     left = opts.budget - (time.monotonic() - t0)
 
     def measure(budget: float) -> healthstorm.PassResult:

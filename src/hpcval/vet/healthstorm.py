@@ -263,24 +263,34 @@ def node_limits(node: str, proc: Path = Path("/proc")) -> tuple[str, dict[int, t
     return f"{'slurmd' if source != proc / '1' else 'PID 1'} ({source.name})", out
 
 
-def take_node_limits(node: str) -> str:
+#: the audit's setting for each limit the gate takes from the node
+LIMIT_SETTINGS = {resource.RLIMIT_NOFILE: "rlimit_nofile",
+                  resource.RLIMIT_MEMLOCK: "rlimit_memlock"}
+
+
+def take_node_limits(node: str) -> tuple[str, set[str]]:
     """Give this process (and so every task it starts) the node's own limits,
-    not those of the shell that launched it; a note on what was done."""
+    not those of the shell that launched it. Returns a note on what was done
+    and the audit settings whose limit could not be taken (raising a hard limit
+    needs CAP_SYS_RESOURCE): those are not judged, the shell's value is not the
+    node's."""
     source, limits = node_limits(node)
-    done, failed = [], []
+    done, failed, untaken = [], [], set()
     for which, (soft, hard) in limits.items():
-        name = "open files" if which == resource.RLIMIT_NOFILE else "locked memory"
+        name = LIMIT_SETTINGS[which]
+        cur_soft, cur_hard = resource.getrlimit(which)
+        if (cur_soft, cur_hard) == (soft, hard):
+            continue
         try:
-            cur_soft, cur_hard = resource.getrlimit(which)
-            if (cur_soft, cur_hard) == (soft, hard):
-                continue
             resource.setrlimit(which, (soft, hard))
             done.append(f"{name} {cur_soft}->{soft}")
         except (ValueError, OSError) as err:
-            failed.append(f"{name}: {err}")
+            failed.append(f"{name} {soft} ({err}; the shell's hard limit is {cur_hard}): not "
+                          "judged")
+            untaken.add(name)
     note = f"limits of {source}"
     if done:
         note += ": " + ", ".join(done)
     if failed:
         note += "; could not take " + ", ".join(failed)
-    return note
+    return note, untaken
