@@ -83,22 +83,38 @@ def test_the_loop_waits_a_random_delay_and_stops_when_decided() -> None:
     script = iter([{"triad_bw": "off", "cpu_mhz": "ok"}, {"triad_bw": "busy"},
                    {"triad_bw": "off"}, {"triad_bw": "off"}])
     waits: list[float] = []
-    c = confirm_loop(lambda _b: one(next(script)), budget=100, delay=(2, 10),
+    c = confirm_loop(lambda _b, _l: one(next(script)), budget=100, delay=(2, 10),
                      rng=random.Random(1), sleep=waits.append)
     assert list(c.confirmed) == ["triad_bw"] and len(c.passes) == 3
     assert len(waits) == 2 and all(2 <= w <= 10 for w in waits) and waits[0] != waits[1]
     # a first pass where everything is ok: no second pass, no delay
     waits.clear()
-    c = confirm_loop(lambda _b: one({"triad_bw": "ok"}), 100, (2, 10), sleep=waits.append)
+    c = confirm_loop(lambda _b, _l: one({"triad_bw": "ok"}), 100, (2, 10), sleep=waits.append)
     assert len(c.passes) == 1 and waits == []
 
 
 def test_the_loop_stops_before_the_budget_would_end_a_pass() -> None:
     notes: list[str] = []
-    c = confirm_loop(lambda _b: one({"triad_bw": "off"}), budget=11, delay=(5, 5),
+    c = confirm_loop(lambda _b, _l: one({"triad_bw": "off"}), budget=11, delay=(5, 5),
                      sleep=lambda _s: None, log=notes.append)
     assert len(c.passes) == 1 and c.undecided == ["triad_bw"]  # 5 s + 1.3 x 5 s > 11 s
     assert notes and notes[0].startswith("no time for another pass")
+
+
+def test_while_the_cpu_share_is_undecided_the_next_pass_is_light() -> None:
+    """A storm pass: the CPU share busy, the triad off but busy. The next passes
+    are the spins alone until the share is decided, then a full one."""
+    asked: list[bool] = []
+    script = iter([{"triad_bw": "busy", "cpu_share": "busy"}, {"cpu_share": "busy"},
+                   {"cpu_share": "ok"}, {"triad_bw": "ok", "cpu_share": "ok"}])
+
+    def measure(_budget: float, light: bool) -> PassResult:
+        asked.append(light)
+        return one(next(script))
+
+    c = confirm_loop(measure, 100, (2, 10), sleep=lambda _s: None)
+    assert asked == [False, True, True, False]
+    assert c.confirmed == {} and c.undecided == [] and c.cleared == []
 
 
 def test_spin_counts_the_other_runnable_tasks(tmp_path: Path) -> None:

@@ -52,9 +52,15 @@ class _Passes:
         self.figures: dict[str, list[float]] = {}
         self.verdict: HealthVerdict | None = None
 
-    def __call__(self, budget: float) -> healthstorm.PassResult:
+    def __call__(self, budget: float, light: bool = False) -> healthstorm.PassResult:
         started, t0 = time.time(), time.monotonic()
         before = healthstorm.spin(self.opts.spin)
+        if light:
+            after = healthstorm.spin(self.opts.spin)
+            share, ev = healthstorm.share_status([before, after])
+            return healthstorm.PassResult(started, time.monotonic() - t0, [before, after],
+                                          {"cpu_share": share},
+                                          {"cpu_share": ev} if ev else {}, light=True)
         figures, audit = measure_here(self.site, self.opts.samples,
                                       budget - 2 * self.opts.spin - 0.5)
         after = healthstorm.spin(self.opts.spin)
@@ -88,12 +94,9 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
     passes = _Passes(site, node, results, settings, opts, untaken)
     left = opts.budget - (time.monotonic() - t0)
 
-    def measure(budget: float) -> healthstorm.PassResult:
-        return passes(budget)
-
     notes: list[str] = [note]
     try:
-        conf = healthstorm.confirm_loop(measure, left, opts.confirm, rng=rng,
+        conf = healthstorm.confirm_loop(passes, left, opts.confirm, rng=rng,
                                         log=notes.append)
     except HpcvalError as err:
         return f"health {node}: not judged: {err}", err.exit_code
@@ -126,7 +129,11 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
         code = 0
     if opts.drain and code in (0, 1):
         findings = {f: conf.confirmed[f] for f in conf.confirmed}
-        action = healthdrain.act(node, site.slurm_partition, findings, code == 0, opts.rule)
+        try:
+            action = healthdrain.act(node, site.slurm_partition, findings, code == 0,
+                                     opts.rule)
+        except HpcvalError as err:  # the verdict stands and is stored; Slurm did not answer
+            action = f"Slurm not updated: {err}"
         if action:
             line += f"; {action}"
     verdict.notes += notes

@@ -23,7 +23,8 @@ assumes (docs/vet.md, "A gate that cannot drain in a storm"):
 - **Confirmed before it counts.** A figure is off only when two judged passes,
   a random delay of ``confirm`` seconds apart, both say so; one ok pass clears
   it (a dip that does not come back is not a finding). Busy passes decide
-  nothing. What is still undecided when the budget ends is *not judged*.
+  nothing. While the CPU share is undecided the next pass is light (the spins
+  alone); what is still undecided when the budget ends is *not judged*.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class PassResult:
     contention: list[Contention]
     status: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, str] = field(default_factory=dict)
+    #: the spins alone (the CPU share), no triad or PingPong
+    light: bool = False
 
     @property
     def fair(self) -> float:
@@ -167,7 +170,8 @@ class Confirmation:
     cleared: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        return {"passes": [{"seconds": round(p.seconds, 1), "fair_share": round(p.fair, 2),
+        return {"passes": [{"seconds": round(p.seconds, 1), "light": p.light,
+                            "fair_share": round(p.fair, 2),
                             "contention": [asdict(c) for c in p.contention],
                             "status": p.status} for p in self.passes],
                 "confirmed": self.confirmed, "undecided": self.undecided,
@@ -198,28 +202,31 @@ def pending(passes: list[PassResult], needed: int = 2) -> bool:
     return bool(c.undecided) and not c.confirmed
 
 
-def confirm_loop(measure: Callable[[float], PassResult], budget: float,
+def confirm_loop(measure: Callable[[float, bool], PassResult], budget: float,
                  delay: tuple[float, float], needed: int = 2,
                  rng: random.Random | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  log: Callable[[str], None] = lambda _m: None) -> Confirmation:
     """Passes until every figure is decided or the budget cannot hold another:
     a random delay in ``delay`` before each pass after the first, so that nodes
-    started together do not measure again at the same instant."""
+    started together do not measure again at the same instant. While the CPU
+    share is undecided the next pass is *light* (``measure(budget, True)``: the
+    spins alone, about a second), else full."""
     rng = rng or random.Random()
     t0 = time.monotonic()
-    passes = [measure(budget)]
+    passes = [measure(budget, False)]
     while pending(passes, needed):
+        light = "cpu_share" in add_up(passes, needed).undecided
         wait = rng.uniform(*delay)
-        longest = max(p.seconds for p in passes)
+        longest = max((p.seconds for p in passes if p.light == light), default=passes[0].seconds)
         left = budget - (time.monotonic() - t0)
         if left < wait + 1.3 * longest:
-            log(f"no time for another pass ({left:.0f} s left, the longest took "
-                f"{longest:.0f} s)")
+            log(f"no time for another {'light ' if light else ''}pass ({left:.0f} s left, "
+                f"one took {longest:.0f} s)")
             break
         sleep(wait)
         try:
-            passes.append(measure(budget - (time.monotonic() - t0)))
+            passes.append(measure(budget - (time.monotonic() - t0), light))
         except HpcvalError as err:  # a later pass that fails decides nothing
             log(f"pass {len(passes) + 1}: {err}")
             break
