@@ -179,3 +179,49 @@ def test_a_shells_ulimit_is_not_the_nodes(tmp_path: Path) -> None:
         assert audit_bad(audit) == ["rlimit_nofile found '256', expected min 1024"]
     else:
         assert got == want, note
+
+
+def test_a_quota_the_kernel_throttled_is_off_however_busy_the_node() -> None:
+    """The kernel's own count (cpu.stat of the gate's cgroup chain): held back
+    for its quota in every reading, the share is off even where 16 gates
+    share the cores; a little throttling (the quota hardly binds) is not."""
+    held = [Contention(2, 6.0, 0.24, 0.5, throttled=0.3, quota=0.25),
+            Contention(2, 5.0, 0.25, 0.5, throttled=0.35, quota=0.25)]
+    status, evidence = classify({}, [], held)
+    assert status["cpu_share"] == "off"
+    assert evidence["cpu_share"] == ("CPU share 0.24 of a CPU: held back by its cgroup's "
+                                     "quota of 0.25 CPU for 60 % of the time (6.0 other "
+                                     "runnable task(s) on 2 CPU(s))")
+    barely = [Contention(2, 8.9, 0.23, 0.5, throttled=0.025, quota=0.25)] * 2  # measured
+    assert classify({}, [], barely)[0]["cpu_share"] == "busy"
+
+
+def test_the_cgroup_chain_and_its_throttling(tmp_path: Path) -> None:
+    """cgroup v1 (``cpu`` controller, ns) and v2 (``cpu.max``, us), as the
+    kernel writes them."""
+    v1 = tmp_path / "v1"
+    gate = v1 / "cpu" / "slurm" / "node3"
+    gate.mkdir(parents=True)
+    (v1 / "cpu" / "cpu.stat").write_text("nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
+    (gate / "cpu.stat").write_text("nr_periods 223\nnr_throttled 191\n"
+                                   "throttled_time 13092978971\nnr_bursts 0\nburst_time 0\n")
+    (gate / "cpu.cfs_quota_us").write_text("25000\n")
+    (gate / "cpu.cfs_period_us").write_text("100000\n")
+    cg = tmp_path / "cgroup"
+    cg.write_text("4:memory:/x\n1:cpu:/slurm/node3\n0::/\n")
+    chain = healthstorm.cpu_cgroups(cg, v1)
+    assert chain == [gate, v1 / "cpu" / "slurm", v1 / "cpu"]
+    assert healthstorm.throttling(chain) == (pytest.approx(13.092978971), 0.25)
+    v2 = tmp_path / "v2"
+    job = v2 / "system.slice" / "slurmd.service"
+    job.mkdir(parents=True)
+    (v2 / "cpu.stat").write_text("usage_usec 10\n")
+    (job / "cpu.stat").write_text("usage_usec 5\nnr_periods 10\nnr_throttled 8\n"
+                                  "throttled_usec 750000\n")
+    (job / "cpu.max").write_text("50000 100000\n")
+    cg.write_text("0::/system.slice/slurmd.service\n")
+    chain = healthstorm.cpu_cgroups(cg, v2)
+    assert chain[0] == job and chain[-1] == v2
+    assert healthstorm.throttling(chain) == (0.75, 0.5)
+    assert healthstorm.cpu_cgroups(tmp_path / "no-such-file", v2) == []
+    assert healthstorm.cpu_cgroups(cg, tmp_path / "no-cgroup-fs") == []

@@ -19,7 +19,10 @@ assumes (docs/vet.md, "A gate that cannot drain in a storm"):
   fair share. Off when under :data:`LOW_SHARE` of it in every reading whose
   fair share was at least :data:`BUSY_SHARE`: the node holds back its own
   processes (a cgroup quota, a CPU cap), which the best-of-samples triad
-  does not see (one triad repetition fits inside a quota period).
+  does not see (one triad repetition fits inside a quota period). Off too,
+  however busy the node, when the kernel throttled the gate's cgroup (or a
+  parent) for its CPU quota :data:`THROTTLED` of the time of every reading
+  (``cpu.stat``): then the kernel itself says why.
 - **Confirmed before it counts.** A figure is off only when two judged passes,
   a random delay of ``confirm`` seconds apart, both say so; one ok pass clears
   it (a dip that does not come back is not a finding). Busy passes decide
@@ -45,6 +48,9 @@ from hpcval.vet.judge import FIGURES, _fmt
 BUSY_SHARE = 0.5
 #: the CPU share is off under this fraction of the fair share
 LOW_SHARE = 0.5
+#: the CPU share is off, however busy the node, when the kernel throttled the gate's
+#: cgroup for its CPU quota this fraction of every reading's time
+THROTTLED = 0.3
 #: figures that a share of the CPU limits (judged only in passes that are not busy)
 CONTENDED = ("triad_bw", "shm_pingpong_bw_1MiB")
 
@@ -59,6 +65,10 @@ class Contention:
     #: CPU seconds the spin got per wall second
     share: float
     seconds: float
+    #: seconds the kernel held the gate's cgroup (or a parent) back for its CPU quota
+    throttled: float = 0.0
+    #: the tightest CPU quota of that chain, in CPUs (None: no quota)
+    quota: float | None = None
 
     @property
     def fair(self) -> float:
@@ -78,11 +88,68 @@ def running_tasks(text: str) -> int:
     return int(text.split()[3].split("/")[0])
 
 
+def cpu_cgroups(proc_cgroup: Path = Path("/proc/self/cgroup"),
+                root: Path = Path("/sys/fs/cgroup")) -> list[Path]:
+    """The cgroup directories of this process's CPU controller, itself first
+    and then each parent up to the root (cgroup v1 ``cpu`` or v2)."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        _hid, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            base = next((root / d for d in (controllers, "cpu,cpuacct", "cpu")
+                         if (root / d / "cpu.stat").exists()), None)
+            break
+    else:
+        path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "")
+        base = root if (root / "cpu.stat").exists() else None
+    if base is None:
+        return []
+    here = base / path.lstrip("/")
+    chain = [here, *here.parents]
+    return [d for d in chain if d == base or base in d.parents]
+
+
+def throttling(chain: list[Path]) -> tuple[float, float | None]:
+    """Seconds throttled so far summed over the chain (v1 ``throttled_time`` ns,
+    v2 ``throttled_usec``), and the tightest quota in CPUs."""
+    total, quota = 0.0, None
+    for d in chain:
+        try:
+            stat = dict(ln.split()[:2] for ln in (d / "cpu.stat").read_text().splitlines()
+                        if len(ln.split()) >= 2)
+        except OSError:
+            continue
+        if "throttled_time" in stat:
+            total += int(stat["throttled_time"]) / 1e9
+        elif "throttled_usec" in stat:
+            total += int(stat["throttled_usec"]) / 1e6
+        q = None
+        try:
+            if (d / "cpu.cfs_quota_us").exists():
+                us = int((d / "cpu.cfs_quota_us").read_text())
+                period = int((d / "cpu.cfs_period_us").read_text())
+                q = us / period if us > 0 else None
+            elif (d / "cpu.max").exists():
+                us_s, period_s = (d / "cpu.max").read_text().split()
+                q = int(us_s) / int(period_s) if us_s != "max" else None
+        except (OSError, ValueError):
+            q = None
+        if q is not None:
+            quota = q if quota is None else min(quota, q)
+    return total, quota
+
+
 def spin(seconds: float, loadavg: Path = Path("/proc/loadavg"),
-         cpus: int | None = None) -> Contention:
+         cpus: int | None = None, chain: list[Path] | None = None) -> Contention:
     """Spin for ``seconds`` of wall time in this process, reading the runnable
-    tasks of the node between turns (the spin is one of them)."""
+    tasks of the node between turns (the spin is one of them) and what the
+    kernel throttled the gate's cgroups meanwhile."""
     n = cpus or len(os.sched_getaffinity(0)) or 1
+    chain = cpu_cgroups() if chain is None else chain
+    held0, _ = throttling(chain)
     c0, t0 = time.process_time(), time.monotonic()
     counts: list[int] = []
     while time.monotonic() - t0 < seconds:
@@ -91,8 +158,10 @@ def spin(seconds: float, loadavg: Path = Path("/proc/loadavg"),
         while time.monotonic() < end:
             pass
     wall = time.monotonic() - t0
+    cpu = time.process_time() - c0
+    held1, quota = throttling(chain)
     others = max(0.0, sum(counts) / len(counts) - 1.0) if counts else 0.0
-    return Contention(n, others, (time.process_time() - c0) / wall, wall)
+    return Contention(n, others, cpu / wall, wall, max(0.0, held1 - held0), quota)
 
 
 @dataclass
@@ -116,6 +185,14 @@ def share_status(readings: list[Contention]) -> tuple[str, str]:
     """``cpu_share`` of one pass: busy when no reading had a fair share of at
     least :data:`BUSY_SHARE`; off when every one that had got under
     :data:`LOW_SHARE` of it."""
+    held = [c for c in readings if c.throttled >= THROTTLED * c.seconds]
+    if readings and len(held) == len(readings):  # the kernel says why, however busy
+        worst = min(held, key=lambda c: c.share)
+        quota = f"{worst.quota:.2f} CPU" if worst.quota is not None else "a CPU quota"
+        return "off", (f"CPU share {worst.share:.2f} of a CPU: held back by its cgroup's "
+                       f"quota of {quota} for {worst.throttled / worst.seconds * 100:.0f} % of "
+                       f"the time ({worst.others:.1f} other runnable task(s) on "
+                       f"{worst.cpus} CPU(s))")
     judged = [c for c in readings if not c.busy]
     if not judged:
         return "busy", ""
