@@ -117,6 +117,21 @@ def test_while_the_cpu_share_is_undecided_the_next_pass_is_light() -> None:
     assert c.confirmed == {} and c.undecided == [] and c.cleared == []
 
 
+def test_a_figure_off_once_gets_its_full_pass_before_the_light_ones() -> None:
+    """A CPU clock off in a storm pass waits for a full pass to be confirmed:
+    light passes alone would never measure it again."""
+    asked: list[bool] = []
+    script = iter([{"cpu_mhz": "off", "triad_bw": "busy", "cpu_share": "busy"},
+                   {"cpu_mhz": "off", "triad_bw": "busy", "cpu_share": "busy"}])
+
+    def measure(_budget: float, light: bool) -> PassResult:
+        asked.append(light)
+        return one(next(script))
+
+    c = confirm_loop(measure, 100, (2, 10), sleep=lambda _s: None)
+    assert asked == [False, False] and list(c.confirmed) == ["cpu_mhz"]
+
+
 def test_spin_counts_the_other_runnable_tasks(tmp_path: Path) -> None:
     loadavg = tmp_path / "loadavg"
     loadavg.write_text("7.52 6.10 4.00 9/812 12345\n")  # 9 runnable, the spin one of them

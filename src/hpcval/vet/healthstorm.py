@@ -279,6 +279,15 @@ def pending(passes: list[PassResult], needed: int = 2) -> bool:
     return bool(c.undecided) and not c.confirmed
 
 
+def light_next(passes: list[PassResult], needed: int = 2) -> bool:
+    """The next pass is light (the spins alone) while the CPU share is
+    undecided and no other undecided figure waits for its confirmation."""
+    undecided = add_up(passes, needed).undecided
+    waiting = [f for f in undecided if f != "cpu_share"
+               and any(p.status.get(f) == "off" for p in passes)]
+    return "cpu_share" in undecided and not waiting
+
+
 def confirm_loop(measure: Callable[[float, bool], PassResult], budget: float,
                  delay: tuple[float, float], needed: int = 2,
                  rng: random.Random | None = None,
@@ -288,12 +297,13 @@ def confirm_loop(measure: Callable[[float, bool], PassResult], budget: float,
     a random delay in ``delay`` before each pass after the first, so that nodes
     started together do not measure again at the same instant. While the CPU
     share is undecided the next pass is *light* (``measure(budget, True)``: the
-    spins alone, about a second), else full."""
+    spins alone, about a second), unless another figure waits for its
+    confirmation (:func:`light_next`)."""
     rng = rng or random.Random()
     t0 = time.monotonic()
     passes = [measure(budget, False)]
     while pending(passes, needed):
-        light = "cpu_share" in add_up(passes, needed).undecided
+        light = light_next(passes, needed)
         wait = rng.uniform(*delay)
         longest = max((p.seconds for p in passes if p.light == light), default=passes[0].seconds)
         left = budget - (time.monotonic() - t0)
