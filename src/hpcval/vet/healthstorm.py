@@ -305,7 +305,10 @@ def confirm_loop(measure: Callable[[float, bool], PassResult], budget: float,
     while pending(passes, needed):
         light = light_next(passes, needed)
         wait = rng.uniform(*delay)
-        longest = max((p.seconds for p in passes if p.light == light), default=passes[0].seconds)
+        # a light pass is the two spins of a full one: about what they took
+        first = (sum(c.seconds for c in passes[0].contention) + 0.2 if light
+                 else passes[0].seconds)
+        longest = max((p.seconds for p in passes if p.light == light), default=first)
         left = budget - (time.monotonic() - t0)
         if left < wait + 1.3 * longest:
             log(f"no time for another {'light ' if light else ''}pass ({left:.0f} s left, "
