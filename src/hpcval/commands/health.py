@@ -24,9 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Measure the node this runs on (tuning audit, CPU frequency, triad, "
         "shared-memory PingPong; no Slurm job) within --budget seconds, judge it against "
         "its partition in the last full 'hpcval vet' (var/<site>/vet/*/vet.json) and against "
-        "its own accepted history there; print one line. Exit 0: ok; 1: off (drained with "
-        "the evidence as the reason with --drain); 2: no full vetting to judge against, or "
-        "wrong input; 3: a measurement failed or ran out of time (not drained).")
+        "its own accepted history there, a finding confirmed by a second pass after a random "
+        "delay; print one line. Exit 0: ok (with --drain a node hpcval health drained is "
+        "resumed); 1: off (drained with the evidence as the reason with --drain, unless "
+        "hpcval already drained --drain-share of the partition within --drain-window); 2: "
+        "no full vetting to judge against, or wrong input; 3: a measurement failed or ran "
+        "out of time, or the node's CPUs were too busy to judge (nothing drained or "
+        "resumed).")
     p.add_argument("--site", required=True, help="site name (site-configs/<site>/)")
     p.add_argument("--partition", help="Slurm (or ReFrame) partition; default: the site's "
                    "first Slurm partition")
