@@ -213,3 +213,9 @@ def test_a_gate_that_lost_the_race_undoes_only_its_own_drain(fake: FakeSlurm) ->
     assert line.startswith("NOT drained (undone after 2 s): hpcval drained 1 of the 16")
     assert fake.calls == [("drain", "lab-n3"), ("resume", "lab-n3")]
     assert fake.nodes["lab-n9"].drained and fake.nodes["lab-n5"].reason == "admin: disk"
+
+
+def test_a_drain_slurm_did_not_take_is_said(fake: FakeSlurm,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(healthdrain, "drain", lambda node, reason: None)  # lost on the way
+    assert act(fake, "lab-n3", ok=False) == "drain requested, but Slurm shows IDLE '' after 2 s"

@@ -209,10 +209,12 @@ def act(node: str, partition: str, findings: dict[str, str], ok: bool, rule: Sha
     drain(node, reason)
     sleep(rule.settle)
     state = nodes()
+    after = state.get(node)
+    if after is None or after.own != mine:
+        return (f"drain requested, but Slurm shows {after.state if after else 'no node'} "
+                f"{after.reason if after else ''!r} after {rule.settle:.0f} s")
     why = rule.why_not(node, state, partition, now(), mine=mine.stamp)
-    if why:
-        after = state.get(node)
-        if after and after.own == mine:  # still our drain: undo it, nothing else
-            vslurm.resume(node)
+    if why:  # still our drain (checked above): undo it, nothing else
+        vslurm.resume(node)
         return f"NOT drained (undone after {rule.settle:.0f} s): {why}"
     return f"drained [{','.join(mine.codes)}]"
