@@ -247,7 +247,8 @@ class Confirmation:
     cleared: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        return {"passes": [{"seconds": round(p.seconds, 1), "light": p.light,
+        return {"passes": [{"started": round(p.started, 2), "seconds": round(p.seconds, 1),
+                            "light": p.light,
                             "fair_share": round(p.fair, 2),
                             "contention": [asdict(c) for c in p.contention],
                             "status": p.status} for p in self.passes],
