@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from hpcval.core.errors import InputError
-from hpcval.core.fileio import atomic_write
+from hpcval.core.fileio import atomic_write, output_file
 from hpcval.history.store import Store
 from hpcval.reporting import trend, trendpage
 from hpcval.reporting.report import check_areas
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
+    if args.html is not None:
+        output_file(args.html, "--html")
     store = Store(site.history_db)
     points = store.history(check=args.check, variable=args.figure)
     if not points:
