@@ -171,13 +171,17 @@ def test_from_history_write_names_the_backups(site: Path) -> None:
     saying only "wrote": where the old file went was not said."""
     refs = site / "site-configs" / "local" / "references.yaml"
     old = refs.read_bytes()
-    res = run(site, "references", "capture", "--site", "local", "--from-history", "--write")
-    assert res.returncode == 0, res.output
-    line = next(ln for ln in res.stdout.splitlines()
-                if ln.startswith("previous references.yaml kept as "))
-    backup = Path(line.removeprefix("previous references.yaml kept as "))
-    assert backup.read_bytes() == old
-    backup.replace(refs)  # as it was
+    try:
+        res = run(site, "references", "capture", "--site", "local", "--from-history",
+                  "--write")
+        assert res.returncode == 0, res.output
+        said = [ln for ln in res.stdout.splitlines()
+                if ln.startswith("previous references.yaml kept as ")]
+        assert said, res.stdout
+        assert Path(said[0].removeprefix("previous references.yaml kept as ")).read_bytes() \
+            == old
+    finally:
+        refs.write_bytes(old)  # as it was, for the cases after this one
 
 
 def test_a_plain_reframe_run_and_an_orphaned_run_are_refused(site: Path) -> None:
@@ -254,9 +258,10 @@ def test_validate_record_names_the_backups(site: Path) -> None:
     old = refs.read_bytes()
     res = run(site, "validate", "--site", "local", "--record", "--", *OK_SELECT)
     assert res.returncode == 0, res.output
-    line = next(ln for ln in res.stdout.splitlines()
-                if ln.startswith("previous references.yaml kept as "))
-    assert Path(line.removeprefix("previous references.yaml kept as ")).read_bytes() == old
+    said = [ln for ln in res.stdout.splitlines()
+            if ln.startswith("previous references.yaml kept as ")]
+    assert said, res.stdout
+    assert Path(said[0].removeprefix("previous references.yaml kept as ")).read_bytes() == old
 
 
 def test_report_of_an_interrupted_run_is_not_a_pass(tmp_path: Path) -> None:
