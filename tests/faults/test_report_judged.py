@@ -159,6 +159,22 @@ def test_an_output_that_is_a_directory(site: Path, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_or_report_that_is_no_regular_file(site: Path, tmp_path: Path) -> None:
+    """`export -o` or `trend --html` naming a device or a pipe (`/dev/stdout`,
+    `/dev/full`): the temporary file was renamed over it (as root, over the
+    device node); `report` of a pipe waited for ever (of /dev/zero: read until
+    memory ran out). A FIFO stands in for the device here."""
+    fifo = tmp_path / "collector.prom"
+    os.mkfifo(fifo)
+    for args, flag in ((("export", "-o", str(fifo)), "-o"),
+                       (("trend", "--html", str(fifo)), "--html")):
+        res = run(site, *args, "--site", "local", timeout=60)
+        assert_clean_failure(res, 2, f"{flag} {fifo}", "not a regular file")
+        assert fifo.is_fifo()
+    res = run(site, "report", "--site", "local", str(fifo), timeout=60)
+    assert_clean_failure(res, 2, str(fifo), "not a regular file")
+
+
 def test_trend_and_history_of_a_figure_that_does_not_exist(site: Path) -> None:
     for args in (("trend", "--figure", "bw_3MiB"),
                  ("history", "--check", "fake_imb_check", "--figure", "bw_3MiB")):

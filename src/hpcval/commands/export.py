@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
     if args.output is not None:
-        output_file(args.output, "-o")
+        args.output = output_file(args.output, "-o")
     text = openmetrics(Store(site.history_db), args.run)
     if args.output is None:
         sys.stdout.write(text)

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
     if args.html is not None:
-        output_file(args.html, "--html")
+        args.html = output_file(args.html, "--html")
     store = Store(site.history_db)
     points = store.history(check=args.check, variable=args.figure)
     if not points:

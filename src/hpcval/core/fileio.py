@@ -74,13 +74,23 @@ def os_fault(path: str | Path, err: OSError, doing: str) -> EnvironmentFault:
 
 def output_file(path: str | Path, flag: str) -> Path:
     """A file to write named on the command line (``-o``, ``--html``): an
-    empty name or a directory is wrong input (exit 2), said before any work."""
+    empty name, a directory or anything but a regular file (a device such as
+    ``/dev/full``, ``/dev/stdout``, a pipe: :func:`atomic_write` would rename
+    a file over it) is wrong input (exit 2), said before any work. A symbolic
+    link to a file is followed: the file it names is replaced."""
     if not str(path).strip():
         raise InputError(f"{flag}: an empty file name; give the file to write")
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} {path}: a directory; give the file to write in it "
                          f"(e.g. {path / 'NAME'})")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{flag} {path}: not a regular file (a device, a pipe or a "
+                         "terminal); give a file path"
+                         + (", or leave -o out to print to standard output"
+                            if flag == "-o" else ""))
+    if path.is_symlink():
+        return path.resolve()
     return path
 
 

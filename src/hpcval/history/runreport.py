@@ -155,6 +155,9 @@ def load_run_report(path: str | Path) -> RunReport:
     program the cases share) is left out; one that failed is a failed case."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise HpcvalError(f"{path}: not a regular file (a device or a pipe), not a run "
+                              "report; give a run report file or a run id")
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise HpcvalError(f"{path}: run report not found (give its path, its file name in "
