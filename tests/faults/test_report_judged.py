@@ -239,7 +239,7 @@ def test_every_case_skipped_is_nothing_validated(site: Path, tmp_path: Path) -> 
     assert [r["result"] for r in json.loads(res.stdout)] == ["skipped"], res.output
     res = run(site, "export", "--site", "local")
     assert any(ln.startswith("hpcval_run_result{") and 'result="skipped"' in ln
-               and ln.endswith(" 1") for ln in res.stdout.splitlines()), res.stdout
+               and float(ln.rsplit(" ", 1)[1]) == 1 for ln in res.stdout.splitlines()), res.stdout
     first = _stored_ids(site)[0]
     res = run(site, "report", "--site", "local")
     assert res.returncode == 1 and "NOTHING VALIDATED" in res.stdout, res.output
