@@ -180,6 +180,9 @@ def test_trend_and_history_of_a_figure_that_does_not_exist(site: Path) -> None:
                  ("history", "--check", "fake_imb_check", "--figure", "bw_3MiB")):
         res = run(site, *args, "--site", "local")
         assert_clean_failure(res, 2, "--figure bw_3MiB")
+    # an empty value is named as given (it was shown as `*`, "any")
+    res = run(site, "trend", "--check", "", "--site", "local")
+    assert_clean_failure(res, 2, "--check ''")
 
 
 def test_from_history_write_names_the_backups(site: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from hpcval.core.errors import InputError
@@ -38,8 +39,9 @@ def _run(args: argparse.Namespace) -> int:
     store = Store(site.history_db)
     points = store.history(check=args.check, variable=args.figure)
     if not points:
-        raise InputError(f"{site.history_db}: no stored figure matches "
-                         f"--check {args.check or '*'} --figure {args.figure or '*'}")
+        given = [f"--{name} {'*' if value is None else shlex.quote(value)}"
+                 for name, value in (("check", args.check), ("figure", args.figure))]
+        raise InputError(f"{site.history_db}: no stored figure matches {' '.join(given)}")
     series = trend.build(points)
     trend.attach_verdicts(series, store)
     print(trend.text(series), end="")

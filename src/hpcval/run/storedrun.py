@@ -80,8 +80,8 @@ def refusal(site: Site, path: Path, report: RunReport | None,
     result = stored_result(site, run_id, stored_runs)
     if result is None:
         return (f"{path}: run {run_id} was never stored or judged by hpcval on site "
-                f"'{name}' (a plain `reframe` run, or one whose hpcval died before storing "
-                f"it): only runs of `hpcval validate --site {name}` have a verdict")
+                f"'{name}' (a plain `reframe` run, or one hpcval died or failed before "
+                f"storing): only runs of `hpcval validate --site {name}` have a verdict")
     if result == "orphaned":
         return (f"{path}: run {run_id} is orphaned: hpcval died while its benchmarks ran and "
                 "nothing judged it (its figures stay in the report, never in a verdict); "
