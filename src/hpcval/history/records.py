@@ -121,8 +121,10 @@ def records_from_report(report: Any, run_id: str, site: str,
             "cmdline": s.get("cmdline"), "user": s.get("user"), **(provenance or {})}
     # a failed case keeps the run's other figures in baselines (each figure's own
     # case must have passed); only a regression, or a person, leaves a run out
+    # a run whose every case was skipped measured nothing: "skipped", never "pass"
+    result = "fail" if failed else "skipped" if report.all_skipped else "pass"
     run = RunRecord(run_id, site, s.get("time_start_unix"), s.get("time_end_unix"),
-                    "fail" if failed else "pass", True, str(report.path), prov)
+                    result, True, str(report.path), prov)
     for c in report.cases:
         params = {p.split("=", 1)[0].lstrip("%"): p.split("=", 1)[1]
                   for p in c.display_name.split()[1:] if p.startswith("%") and "=" in p}

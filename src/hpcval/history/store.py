@@ -29,6 +29,7 @@ What a run report becomes before it is stored (the records, read back as
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -37,8 +38,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hpcval.core.errors import HpcvalError, StoreError
-from hpcval.core.fileio import os_fault
+from hpcval.core.errors import HpcvalError, InputError, StoreError
+from hpcval.core.fileio import disk_full, os_fault
 from hpcval.history.records import (
     CaseRecord,
     FigureRecord,
@@ -128,7 +129,7 @@ class Store:
     @contextlib.contextmanager
     def connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         if not write and not self.path.exists():
-            raise StoreError(f"{self.path}: no results store yet; run "
+            raise InputError(f"{self.path}: no results store yet; run "
                              f"`hpcval validate --site {self.path.parent.name}` first")
         try:
             if write:
@@ -164,9 +165,13 @@ class Store:
         except sqlite3.OperationalError as err:
             conn.rollback()
             text = str(err)
-            if "disk" in text and "full" in text:
-                raise StoreError(f"{self.path}: disk full while writing the results store; "
-                                 "free space and run `hpcval store rebuild`") from None
+            full = disk_full(self.path, f"{'writing' if write else 'reading'} the results "
+                             "store") if "disk" in text else None
+            if full is not None or ("disk" in text and "full" in text):
+                # SQLite makes its -shm file even to read: "disk I/O error" on a full disk
+                raise StoreError(str(full or os_fault(
+                    self.path, OSError(errno.ENOSPC, "disk full"), "writing the results store"))
+                ) from None
             if "readonly" in text or "read-only" in text or (
                     "unable to open" in text and not os.access(self.path.parent, os.W_OK)):
                 # SQLite writes its -wal and -shm files beside the store even to read it

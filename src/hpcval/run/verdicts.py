@@ -429,9 +429,11 @@ def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[
     from hpcval.history import contract
 
     omitted: list[str] = []
+    backups: list[tuple[Any, Any]] = []
     try:
         written = contract.write_from_history(site, runs=[run_id],
-                                              margin=contract.RECORD_MARGIN, omitted=omitted)
+                                              margin=contract.RECORD_MARGIN, omitted=omitted,
+                                              backups=backups)
     except contract.NoPassedCase as err:
         if not report.failures:
             raise
@@ -441,5 +443,7 @@ def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[
         return
     for path in written:
         print(f"wrote {path} (review it before committing)", file=out)
+    for path, backup in backups:
+        print(f"previous {path.name} kept as {backup}", file=out)
     if omitted:
         print(contract.omitted_note(site, omitted), file=out)
