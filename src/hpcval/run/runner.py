@@ -54,6 +54,7 @@ from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verd
 from hpcval.run import hostload, procs
 from hpcval.run.earlier import keep_reframe_start_log, settle_earlier_run
 from hpcval.run.lock import site_lock
+from hpcval.run.outputlines import bounded_lines
 from hpcval.run.procs import RunStopper
 from hpcval.run.storecheck import (
     MIN_FREE_BYTES,
@@ -259,7 +260,7 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
                     with contextlib.suppress(HpcvalError):
                         procs.record_run(stopper.record, stopper.run_id, proc.pid)
             assert proc.stdout is not None
-            for text in proc.stdout:
+            for text in bounded_lines(proc.stdout):  # an 80 MB line: 4 KiB of it
                 console.line(text)
             rc = proc.wait()
             if stopper is not None and stopper.signum is not None:
