@@ -47,6 +47,7 @@ from hpcval.core.errors import (
     input_failure,
 )
 from hpcval.core.fileio import atomic_write, os_fault
+from hpcval.core.paths import start_log_environment
 from hpcval.core.runid import ENV as RUN_ID_ENV
 from hpcval.core.runid import new_run_id
 from hpcval.reporting.htmlreport import write_html
@@ -314,7 +315,8 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
     report_path = site.report_path(run_id)
     cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.checks_dir),
            "-R", "-r", "--report-file", str(report_path), *(reframe_args or [])]
-    env = {**os.environ, RUN_ID_ENV: run_id}
+    env = {**os.environ, RUN_ID_ENV: run_id,
+           **start_log_environment(site.run_log(run_id).parent)}
     if record:
         env[RECORD_ENV] = "1"
     else:
