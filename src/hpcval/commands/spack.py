@@ -141,6 +141,13 @@ def _mirror(args: argparse.Namespace) -> int:
     clones = args.sources or (Path(os.environ[spack.SOURCES_ENV])
                               if os.environ.get(spack.SOURCES_ENV)
                               else Path(mirror).parent / "sources")
+    sources_flag = "--sources" if args.sources else (
+        f"${spack.SOURCES_ENV}" if os.environ.get(spack.SOURCES_ENV) else "--sources")
+    for flag, folder in (("--mirror", Path(mirror)), (sources_flag, clones),
+                         ("--builtin", Path(builtin))):
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"{flag} {folder}: a file, not a directory: give the directory "
+                             "(docs/spack.md, section 3)")
     sources = spack.environment_sources(env_dir, builtin)
     result = spack.make_mirror(sources, Path(mirror), clones)
     for line in result.present:
