@@ -87,3 +87,22 @@ def test_sigkilled_validation_leaves_no_start_log_in_the_temp_directory(
         # the next validation stops what the killed one left running
         res = run(root, *OK_RUN, env={"TMPDIR": str(systmp)})
     assert res.returncode == 0, res.output
+
+
+def test_disk_full_validation_leaves_no_start_log_in_the_temp_directory(
+        tmp_path: Path, mount_tmpfs) -> None:  # noqa: ANN001
+    """The results store's disk fills during the run: the start log, made
+    there, is kept there (renamed in place, which needs no space); it was
+    moved there at the end, which a full disk refused, and left in the
+    system's temp directory."""
+    root = make_checkout(tmp_path)
+    fs = mount_tmpfs("72m")
+    systmp = tmp_path / "systmp"
+    systmp.mkdir()
+    res = run(root, "validate", "--site", "local", "--", "-c", str(CHECKS),
+              "-n", "fake_disk_fill_check", env={"HPCVAL_VAR": str(fs), "TMPDIR": str(systmp)})
+    assert res.returncode == 3, res.output
+    config = root / "site-configs" / "local" / "config.py"
+    assert _start_logs(systmp, config) == []
+    kept = list((fs / "local" / "logs").glob("*.reframe-start.log"))
+    assert kept and f"Loading configuration file: '{config}'" in kept[0].read_text()
