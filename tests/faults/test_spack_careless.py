@@ -182,3 +182,9 @@ def test_sources_folder_missing(world: World, monkeypatch, capsys) -> None:
                *world.mirror_args(sources=world.root / "no-such-sources"))
     assert res.returncode == 0, res.output
     assert "needs network: osu-micro-benchmarks@7.5.2" in res.stdout
+
+
+def test_mirror_without_spack_or_mirror_says_what_to_give(world: World, monkeypatch,
+                                                           capsys) -> None:
+    res = _run(world, monkeypatch, capsys, "spack", "mirror", "--env", "tiny")
+    assert_clean_failure(res, 2, "--mirror", "$SPACK_ROOT is not set", "give --mirror DIR")
