@@ -47,6 +47,7 @@ from hpcval.core.errors import (
     input_failure,
 )
 from hpcval.core.fileio import atomic_write, os_fault
+from hpcval.core.paths import start_log_environment
 from hpcval.core.runid import ENV as RUN_ID_ENV
 from hpcval.core.runid import new_run_id
 from hpcval.reporting.htmlreport import write_html
@@ -54,6 +55,7 @@ from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verd
 from hpcval.run import hostload, procs
 from hpcval.run.earlier import keep_reframe_start_log, settle_earlier_run
 from hpcval.run.lock import site_lock
+from hpcval.run.outputlines import bounded_lines
 from hpcval.run.procs import RunStopper
 from hpcval.run.storecheck import (
     MIN_FREE_BYTES,
@@ -243,7 +245,7 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
                     with contextlib.suppress(HpcvalError):
                         procs.record_run(stopper.record, stopper.run_id, proc.pid)
             assert proc.stdout is not None
-            for text in proc.stdout:
+            for text in bounded_lines(proc.stdout):  # an 80 MB line: 4 KiB of it
                 console.line(text)
             rc = proc.wait()
             if stopper is not None and stopper.signum is not None:
@@ -297,7 +299,8 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
     report_path = site.report_path(run_id)
     cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.checks_dir),
            "-R", "-r", "--report-file", str(report_path), *(reframe_args or [])]
-    env = {**os.environ, RUN_ID_ENV: run_id}
+    env = {**os.environ, RUN_ID_ENV: run_id,
+           **start_log_environment(site.run_log(run_id).parent)}
     if record:
         env[RECORD_ENV] = "1"
     else:
