@@ -59,6 +59,8 @@ _FAMILIES: dict[str, str] = {
     "hpcval_figure_upper_bound": "Upper bound of the figure's contract band",
     "hpcval_figure_band_passed": "1 when the value is inside its contract band, 0 outside",
     "hpcval_figure_baseline": "Median of the figure's baseline runs in the site's history",
+    "hpcval_figure_judged_value": "The run's value the history verdict compared with the "
+                                  "baseline (a two-moded figure: its fast mode's median)",
     "hpcval_figure_change_ratio": "Relative change against the baseline (-0.1 = 10 % lower)",
     "hpcval_figure_change_low": "Lower bound of the change's interval (at the verdict's level)",
     "hpcval_figure_change_high": "Upper bound of the change's interval (at the verdict's level)",
@@ -192,6 +194,7 @@ def run_families(store: Store, run_id: str | None = None) -> Families:
             continue
         outcome, detail = verdict
         fam.add("hpcval_figure_baseline", labels, detail.get("baseline_median"))
+        fam.add("hpcval_figure_judged_value", labels, detail.get("current_median"))
         change = Change.from_detail(detail)
         if change is not None:  # the one change every surface prints (Change.text)
             fam.add("hpcval_figure_change_ratio", labels, change.change)

@@ -1,4 +1,5 @@
-"""``hpcval export`` with vettings and gates: the last vetting of a partition,
+"""``hpcval export`` for monitoring: the judged value beside the figure, outcomes
+and results it does not list, and vettings and gates: the last vetting of a partition,
 each node's last ``hpcval vet --gate`` and ``hpcval health``, as gauges read
 back by prometheus_client's OpenMetrics parser (what Prometheus and a
 Pushgateway accept) and its Prometheus text parser (node_exporter's textfile
@@ -210,3 +211,20 @@ def test_collect_on_an_empty_store_finds_nothing(tmp_path):
         "# TYPE hpcval_vet_unreadable_files gauge",
         "# HELP hpcval_vet_unreadable_files Stored vetting and health results that could not "
         "be read", 'hpcval_vet_unreadable_files{site="lab"} 0.0']
+
+
+def test_the_judged_value_is_the_verdicts(tmp_path):
+    """``hpcval_figure_judged_value`` is the value the verdict compared with its
+    baseline (``current_median``; a two-moded figure's fast mode, which the
+    report prints), beside ``hpcval_figure_value``, the median of all samples."""
+    hist = make_history(tmp_path, runs=6, last=[Change("stream_check", "triad", 0.6)])
+    store = Store(hist.site.history_db)
+    last = hist.run_ids[-1]
+    fams = _families(openmetrics(store))
+    judged = {(s.labels["check"], s.labels["figure"]): s.value
+              for s in fams["hpcval_figure_judged_value"]}
+    rows = {r["case_key"]: r["check_name"] for r in store.run_figures(last)}
+    details = {(rows[case], var): d for (case, var), (_, d) in store.verdicts(last).items()}
+    assert judged and set(judged) == set(details)
+    for key, value in judged.items():
+        assert value == details[key]["current_median"]
