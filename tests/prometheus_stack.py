@@ -8,6 +8,7 @@ is one second, and every process is stopped when the block ends."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "monitoring" / "grafana" / "hpcval-dashboard.json"
 #: the programs, by their Debian names
 PROGRAMS = ("prometheus", "prometheus-node-exporter", "prometheus-pushgateway")
 
@@ -155,3 +158,28 @@ def _answers(url: str, stack: Stack) -> bool:
     except OSError:
         return False
     return True
+
+
+def dashboard_queries(variables: dict[str, str],
+                      dashboard: Path = DASHBOARD) -> list[tuple[str, str]]:
+    """(where, PromQL) of every panel target of the Grafana dashboard and every
+    template variable's selector (``label_values(SELECTOR, label)``), with
+    Grafana's variables (``$site``, ...) filled in from ``variables``."""
+    dash = json.loads(dashboard.read_text())
+    out = []
+    panels = [q for p in dash["panels"] for q in (p, *p.get("panels", []))]
+    for p in panels:
+        for t in p.get("targets", []):
+            out.append((f"panel {p['id']} {p['title']!r} {t['refId']}", str(t["expr"])))
+    for v in dash["templating"]["list"]:
+        if v["type"] == "query":
+            m = re.fullmatch(r"label_values\((.*), *(\w+)\)", v["query"]["query"])
+            assert m, v
+            out.append((f"variable {v['name']}", m[1]))
+    filled = []
+    for where, expr in out:
+        for name, value in variables.items():
+            expr = expr.replace(name, value)
+        assert "$" not in expr, (where, expr)
+        filled.append((where, expr))
+    return filled

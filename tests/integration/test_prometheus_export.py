@@ -181,6 +181,18 @@ def test_a_regression_reaches_prometheus_and_fires(checkout: Path, hpcval: Hpcva
             assert alert["labels"]["site"] == "local" and alert["labels"]["severity"]
             assert alert["annotations"]["next"].startswith("hpcval report --site local;")
 
+        # every query of the Grafana dashboard, as Grafana sends it: accepted, and the
+        # run's panels answered
+        answered = {}
+        for where, expr in prometheus_stack.dashboard_queries(
+                {"$site": "local", "$check": ".*", "$partition": ".*"}):
+            answered[where] = stack.query(expr)  # an error fails the query
+        assert answered["variable site"] and answered["panel 2 'Last run result' A"]
+        assert answered["panel 7 'Figure values' A"]
+        regressed_panel = "panel 5 'Regressed or unstable figures: change against the " \
+                          "baseline (%)' A"
+        assert {s["metric"]["figure"] for s in answered[regressed_panel]} >= set(regressed)
+
 
 def _stored_vetting(var: Path, name: str, vet_id: str) -> dict:
     data = json.loads((ROOT / "tests" / "data" / "vet" / f"{name}.json").read_text())

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_stack import dashboard_queries
 
 from hpcval.reporting import export
 from hpcval.vet import metrics
@@ -41,32 +42,12 @@ def _dashboard() -> dict:
 
 
 def _panels(dash: dict) -> list[dict]:
+    """Every panel, those inside rows too."""
     out = []
     for p in dash["panels"]:
         out.append(p)
         out += p.get("panels", [])
     return out
-
-
-def panel_queries(dash: dict) -> list[tuple[str, str]]:
-    """(where, PromQL) of every panel target and every variable's selector, with
-    Grafana's variables filled in."""
-    out = []
-    for p in _panels(dash):
-        for t in p.get("targets", []):
-            out.append((f"panel {p['id']} {p['title']!r} {t['refId']}", t["expr"]))
-    for v in dash["templating"]["list"]:
-        if v["type"] == "query":
-            m = re.fullmatch(r"label_values\((.*), *(\w+)\)", v["query"]["query"])
-            assert m, v
-            out.append((f"variable {v['name']}", m[1]))
-    filled = []
-    for where, expr in out:
-        for name, value in VARIABLES.items():
-            expr = expr.replace(name, value)
-        assert "$" not in expr, (where, expr)
-        filled.append((where, expr))
-    return filled
 
 
 def _metric_names(expr: str) -> set[str]:
@@ -100,7 +81,7 @@ def test_the_dashboard_is_ready_for_provisioning():
 
 def test_every_metric_named_is_one_the_export_writes():
     written = set(export._FAMILIES) | set(metrics.HELP) | BUILTIN
-    used = {n for _, expr in panel_queries(_dashboard()) for n in _metric_names(expr)}
+    used = {n for _, expr in dashboard_queries(VARIABLES) for n in _metric_names(expr)}
     rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     used_by_rules = {n for r in rules for n in _metric_names(r["expr"])}
     assert used - written == set()
@@ -123,7 +104,7 @@ def _check(queries: list[tuple[str, str]], tmp_path: Path) -> subprocess.Complet
 
 @needs_promtool
 def test_every_query_parses_with_prometheus_own_parser(tmp_path: Path):
-    queries = panel_queries(_dashboard())
+    queries = dashboard_queries(VARIABLES)
     proc = _check(queries, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(queries)} rules found" in proc.stdout
