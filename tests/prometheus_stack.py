@@ -121,8 +121,11 @@ def running(workdir: Path, rules: list[Path]) -> Iterator[Stack]:
                           f"--web.listen-address=127.0.0.1:{ports['node']}",
                           "--collector.disable-defaults", "--collector.textfile",
                           f"--collector.textfile.directory={textfile}"],
+        # its own persistence file: Debian's default, /var/lib/prometheus/pushgateway.data,
+        # would hand this Pushgateway whatever was pushed on this machine before
         "pushgateway": ["prometheus-pushgateway",
-                        f"--web.listen-address=127.0.0.1:{ports['push']}"],
+                        f"--web.listen-address=127.0.0.1:{ports['push']}",
+                        f"--persistence.file={workdir / 'pushgateway.data'}"],
         "prometheus": ["prometheus", f"--config.file={config}",
                        f"--storage.tsdb.path={workdir / 'tsdb'}",
                        f"--web.listen-address=127.0.0.1:{ports['prom']}"],
