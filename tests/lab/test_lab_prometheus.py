@@ -1,7 +1,7 @@
 """A real vetting of a 6-node lab in a real Prometheus: links at 1g, lab-n3's
 at 100m (as tests/lab/test_vet_lab.py and bench/vet_lab.sh shape it; on a
-4-node lab, 2026-11-28 at load 14, lab-n3 at -84 % was not named: 3 pairs per
-node are too few for the rank test, see docs/vet.md); `hpcval vet` names it,
+4-node lab, 2026-11-28 at load 14, lab-n3's PingPong at 12.5 MB/s, -84 %
+against the median, was not named: `Named: none`, exit 0); `hpcval vet` names it,
 `hpcval export` writes the vetting into node_exporter's textfile directory,
 and Prometheus (tests/prometheus_stack.py: loopback, free ports, one-second
 scrape and rule evaluation, the shipped monitoring/hpcval-rules.yml) shows
