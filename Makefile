@@ -8,12 +8,15 @@ BIN    := $(VENV)/bin
 
 # Debian packages the lab (Slurm in network namespaces, sshfs file server, link delay) needs, and what the
 # Spack environments `local` and `lab` declare as externals (environments/local/spack.yaml: gcc,
-# g++, gfortran, Open MPI, make, autotools, pkgconf; the `local` site also runs Debian's MPICH);
-# as root only.
+# g++, gfortran, Open MPI, make, autotools, pkgconf; the `local` site also runs Debian's MPICH),
+# and the monitoring the export and the alerting rules are tested with (Prometheus and its
+# promtool, node_exporter, Pushgateway: the tests start their own daemons on free loopback ports,
+# beside any service the packages start; docs/scheduling.md); as root only.
 SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
 	libnetfilter-queue-dev iptables \
 	gcc g++ gfortran make autoconf automake libtool libtool-bin m4 pkgconf \
-	openmpi-bin libopenmpi-dev mpich libmpich-dev chromium
+	openmpi-bin libopenmpi-dev mpich libmpich-dev chromium \
+	prometheus prometheus-node-exporter prometheus-pushgateway
 
 .PHONY: setup system-deps lock validate test lint clean
 

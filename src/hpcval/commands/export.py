@@ -1,4 +1,5 @@
-"""``hpcval export``: a stored run in the OpenMetrics text format."""
+"""``hpcval export``: a stored run, the last vettings and the nodes' last gates
+in the OpenMetrics text format."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from hpcval.core.errors import InputError
 from hpcval.core.fileio import atomic_write, output_file
 from hpcval.history.store import Store
-from hpcval.reporting.export import openmetrics
+from hpcval.reporting.export import Families, document, run_families
 from hpcval.site import Site
+from hpcval.vet import metrics
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "export", help="write a stored run's figures and verdicts as OpenMetrics text",
         description="Write the figures, verdicts and provenance of a stored run (default: the "
         "site's latest) in the OpenMetrics text format, for Prometheus, a Pushgateway or "
-        "node_exporter's textfile collector (docs/scheduling.md). With -o the file is "
-        "replaced atomically, so a collector never reads half of it.")
+        "node_exporter's textfile collector (docs/scheduling.md), with the last `hpcval vet` "
+        "of each partition and each node's last gate (`hpcval vet --gate`, `hpcval health`) "
+        "where the site has them. With -o the file is replaced atomically, so a collector "
+        "never reads half of it.")
     p.add_argument("--site", default="local")
     p.add_argument("--run", metavar="RUN_ID", help="a stored run (default: the latest)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
@@ -31,7 +36,22 @@ def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
     if args.output is not None:
         args.output = output_file(args.output, "-o")
-    text = openmetrics(Store(site.history_db), args.run)
+    vet = metrics.collect(site.var, site.name)
+    for why in vet.skipped:
+        print(f"hpcval: warning: {why}: left out of the export (counted in "
+              "hpcval_vet_unreadable_files)", file=sys.stderr)
+    parts: list[Families] = []
+    store = Store(site.history_db)
+    # a corrupt store fails the export (exit 3) before anything is written
+    if args.run or not vet.found or (site.history_db.exists() and store.runs()):
+        try:
+            parts.append(run_families(store, args.run))
+        except InputError as err:
+            if args.run or vet.found:
+                raise
+            raise InputError(f"{err}; no vetting or health result either (var/{site.name}/vet,"
+                             f" var/{site.name}/health): nothing to export") from None
+    text = document(*parts, vet.families)
     if args.output is None:
         sys.stdout.write(text)
     else:

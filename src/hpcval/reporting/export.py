@@ -13,7 +13,13 @@ every night would make a new series every night) and goes into
 ``hpcval_run_info``. An outcome is written as one gauge per possible state,
 1 for the figure's outcome and 0 for the others (OpenMetrics' StateSet
 pattern), so that ``hpcval_figure_outcome{outcome="regressed"} == 1`` is an
-alert rule and a series never disappears when the outcome changes.
+alert rule and a series never disappears when the outcome changes. An
+outcome or a run result this module does not list (a newer judging's) is
+written as one more state with its own name, never dropped and never an error.
+
+The vetting's and the node gates' families (``hpcval_vet_*``, ``hpcval_gate_*``,
+``hpcval_health_*``) are made by :mod:`hpcval.vet.metrics` with the same
+:class:`Families` and joined into one document by :func:`document`.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ _FAMILIES: dict[str, str] = {
     "hpcval_figure_upper_bound": "Upper bound of the figure's contract band",
     "hpcval_figure_band_passed": "1 when the value is inside its contract band, 0 outside",
     "hpcval_figure_baseline": "Median of the figure's baseline runs in the site's history",
+    "hpcval_figure_judged_value": "The run's value the history verdict compared with the "
+                                  "baseline (a two-moded figure: its fast mode's median)",
     "hpcval_figure_change_ratio": "Relative change against the baseline (-0.1 = 10 % lower)",
     "hpcval_figure_change_low": "Lower bound of the change's interval (at the verdict's level)",
     "hpcval_figure_change_high": "Upper bound of the change's interval (at the verdict's level)",
@@ -80,25 +88,46 @@ def parameters(params: dict[str, Any]) -> str:
     return ",".join(f"{k}={params[k]}" for k in sorted(params))
 
 
-class _Families:
-    def __init__(self) -> None:
-        self.samples: dict[str, list[str]] = {name: [] for name in _FAMILIES}
+class Families:
+    """The samples of the gauge families ``helps`` declares (name -> help
+    text), rendered in that order; a family without samples is left out."""
+
+    def __init__(self, helps: dict[str, str]) -> None:
+        self.helps = helps
+        self.samples: dict[str, list[str]] = {name: [] for name in helps}
 
     def add(self, name: str, labels: dict[str, str], value: float | None) -> None:
-        if value is None or not isinstance(value, int | float):
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
             return
         assert _NAME.match(name) and name in self.samples, name
         text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
         self.samples[name].append(f"{name}{{{text}}} {_number(float(value))}")
 
-    def text(self) -> str:
+    def lines(self) -> list[str]:
         out = []
-        for name, help_text in _FAMILIES.items():
+        for name, help_text in self.helps.items():
             if not self.samples[name]:
                 continue
             out += [f"# TYPE {name} gauge", f"# HELP {name} {_escape(help_text)}"]
             out += self.samples[name]
-        return "\n".join(out + ["# EOF"]) + "\n"
+        return out
+
+    def text(self) -> str:
+        return document(self)
+
+
+def document(*parts: Families) -> str:
+    """One OpenMetrics document of the families of ``parts`` (names never repeat)."""
+    names = [n for p in parts for n in p.helps]
+    assert len(names) == len(set(names)), names
+    return "\n".join([line for p in parts for line in p.lines()] + ["# EOF"]) + "\n"
+
+
+def states(value: str, known: Iterable[str]) -> tuple[str, ...]:
+    """The states of a StateSet-like family: the known ones, and ``value``
+    itself where it is not one of them (a newer outcome is a label, not a loss)."""
+    known = tuple(known)
+    return known if value in known else (*known, value)
 
 
 def _run(store: Store, run_id: str | None) -> dict[str, Any]:
@@ -116,12 +145,17 @@ def _run(store: Store, run_id: str | None) -> dict[str, Any]:
 
 def openmetrics(store: Store, run_id: str | None = None) -> str:
     """The run ``run_id`` of the store (default: the latest) as OpenMetrics text."""
+    return run_families(store, run_id).text()
+
+
+def run_families(store: Store, run_id: str | None = None) -> Families:
+    """The families of the run ``run_id`` of the store (default: the latest)."""
     run = _run(store, run_id)
     run_id = str(run["run_id"])
     site = str(run["site"])
     prov = json.loads(run.get("provenance") or "{}")
     prov = prov if isinstance(prov, dict) else {}
-    fam = _Families()
+    fam = Families(_FAMILIES)
     fam.add("hpcval_run_info", {
         "site": site, "run": run_id, "result": str(run["result"]),
         "accepted": "1" if run["accepted"] else "0",
@@ -129,7 +163,7 @@ def openmetrics(store: Store, run_id: str | None = None) -> str:
                                                 "fabric", "fabric_delay")},
     }, 1)
     fam.add("hpcval_run_start_time_seconds", {"site": site}, run.get("started"))
-    for result in RUN_RESULTS:
+    for result in states(str(run["result"]), RUN_RESULTS):
         fam.add("hpcval_run_result", {"site": site, "result": result},
                 1 if run["result"] == result else 0)
     verdicts = store.verdicts(run_id)
@@ -160,20 +194,17 @@ def openmetrics(store: Store, run_id: str | None = None) -> str:
             continue
         outcome, detail = verdict
         fam.add("hpcval_figure_baseline", labels, detail.get("baseline_median"))
+        fam.add("hpcval_figure_judged_value", labels, detail.get("current_median"))
         change = Change.from_detail(detail)
         if change is not None:  # the one change every surface prints (Change.text)
             fam.add("hpcval_figure_change_ratio", labels, change.change)
             fam.add("hpcval_figure_change_low", labels, change.low)
             fam.add("hpcval_figure_change_high", labels, change.high)
             fam.add("hpcval_figure_change_level", labels, change.level)
-        for state in _states(outcome):
+        for state in states(outcome, OUTCOMES):
             fam.add("hpcval_figure_outcome", {**labels, "outcome": state},
                     1 if state == outcome else 0)
         counts[outcome] = counts.get(outcome, 0) + 1
     for outcome, n in counts.items():
         fam.add("hpcval_run_figures", {"site": site, "outcome": outcome}, n)
-    return fam.text()
-
-
-def _states(outcome: str) -> Iterable[str]:
-    return OUTCOMES if outcome in OUTCOMES else (*OUTCOMES, outcome)
+    return fam
