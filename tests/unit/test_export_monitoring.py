@@ -176,9 +176,10 @@ def test_a_vetting_without_runs_and_an_unreadable_file(tmp_path, monkeypatch, ca
     assert [s.labels["vet"] for s in fams["hpcval_vet_info"]] == ["20261123T200000Z-000002"]
 
 
-def test_nothing_stored_is_one_line_and_exit_3(tmp_path, monkeypatch, capsys):
+def test_nothing_stored_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """A site that never ran nor vetted: wrong input (exit 2), as for report."""
     code, out, err = _export(tmp_path / "var" / "lab", monkeypatch, capsys)
-    assert code == 3 and not out
+    assert code == 2 and not out
     assert len(err.strip().splitlines()) == 1 and "no results store yet" in err
 
 
