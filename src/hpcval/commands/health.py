@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import time
@@ -14,6 +15,7 @@ from hpcval.vet import slurm as vslurm
 from hpcval.vet.health import judge_health, measure_here, store
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.run import stored_results
+from hpcval.vet.slurm import check_node_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,16 +43,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_health)
 
 
+#: The longest --budget: a gate that measures for more than an hour is no gate
+#: (slurmd kills a HealthCheckProgram at 60 s; a prolog delays the job by it).
+MAX_BUDGET = 3600.0
+
+
+def node_name(args: argparse.Namespace) -> str:
+    """``--node``, else ``$SLURMD_NODENAME``, else the host name; a Slurm node
+    name (it names the stored file and goes to ``scontrol``)."""
+    if args.node is not None:
+        name, source = args.node, "--node"
+    elif os.environ.get("SLURMD_NODENAME"):
+        name, source = os.environ["SLURMD_NODENAME"], "$SLURMD_NODENAME"
+    else:
+        name, source = socket.gethostname().split(".")[0], "the host name"
+    return check_node_name(name, source)
+
+
 def _health(args: argparse.Namespace) -> int:
+    # wrong input is said before anything is read or measured (exit 2, never 1:
+    # a prolog that exits 1 drains the node)
     if args.samples < 3:
-        raise InputError("--samples: at least 3; exit 2")
+        raise InputError(f"--samples {args.samples}: at least 3; exit 2")
+    if not (math.isfinite(args.budget) and 1.0 < args.budget <= MAX_BUDGET):
+        raise InputError(f"--budget {args.budget:g}: give the seconds the measurements may "
+                         f"take, more than 1 and at most {MAX_BUDGET:.0f} (default 50: slurmd "
+                         "kills its HealthCheckProgram at 60 s); exit 2")
     t0 = time.monotonic()
-    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    node = node_name(args)
     site = sitecfg.load(args.site, args.partition, args.environ)
     settings = JudgeSettings()
-    results = stored_results(site)
     try:
-        # judged first against what is stored: a missing vetting is said before measuring
+        # judged first against what is stored: a missing or bad vetting is said
+        # before measuring
+        results = stored_results(site)
         judge_health(node, {}, [], results, settings)
         figures, audit = measure_here(site, args.samples, args.budget)
     except HpcvalError as err:

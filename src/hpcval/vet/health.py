@@ -26,15 +26,16 @@ out (the node is not drained for hpcval's own failure).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcval.core import trust
 from hpcval.core.errors import EnvironmentFault, InputError, ParseError
 from hpcval.parsers.cfdio import parse_cfdio
 from hpcval.parsers.imb import parse_imb
@@ -230,12 +231,14 @@ def measure_here(site: VetSite, samples: int, budget: float,
     triad = [launcher, "-n", "1", cfdio, "--mode", "triad", "--triad-n",
              str(size.params["triad_n"]), "--reps", str(size.params["reps"])]
     figures["triad_bw"] = []
-    work = raw or Path(os.environ.get("TMPDIR", "/tmp"))
-    msglen = measure.write_msglen(work / f"hpcval-health-msglen-{os.getpid()}.txt", 1)
     found = shutil.which("IMB-MPI1", path=env.get("PATH"))
     if found is None:
         raise EnvironmentFault(f"IMB-MPI1 not on the PATH of environment '{site.env_name}'; "
                                "exit 3")
+    trust.check_paths([launcher, found, cfdio], "a program the gate runs")
+    # a directory of its own (0700), never a guessable name in a shared /tmp
+    work = raw or Path(tempfile.mkdtemp(prefix="hpcval-health-"))
+    msglen = measure.write_msglen(work / "msglen.txt", 1)
     # the vetting's shared-memory PingPong: 8 B and 1 MiB, 20 iterations, 2 ranks
     imb = [found, "PingPong", "-msglen", str(msglen), "-iter", "20", "-iter_policy", "off",
            "-mem", "1"]
@@ -259,6 +262,8 @@ def measure_here(site: VetSite, samples: int, budget: float,
             figures["shm_pingpong_lat_8B"] += lat
     finally:
         msglen.unlink(missing_ok=True)
+        if raw is None:
+            work.rmdir()
     return figures, probe["audit"]
 
 
