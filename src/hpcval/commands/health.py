@@ -6,9 +6,11 @@ import argparse
 import math
 import os
 import socket
+import sys
 import time
+from pathlib import Path
 
-from hpcval.core.errors import HpcvalError, InputError
+from hpcval.core.errors import EXIT_ENVIRONMENT, HpcvalError, InputError
 from hpcval.core.runid import new_run_id
 from hpcval.vet import sitecfg
 from hpcval.vet import slurm as vslurm
@@ -40,7 +42,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=float, default=50.0,
                    help="seconds for all measurements (default 50: slurmd kills its "
                    "HealthCheckProgram at 60 s)")
-    p.set_defaults(func=_health)
+    p.set_defaults(func=_guarded)
+
+
+def _guarded(args: argparse.Namespace) -> int:
+    """:func:`_health`, where a fault of hpcval itself exits 3, never 1: Python ends
+    an uncaught exception with 1, which a prolog passes on as "drain this node"."""
+    try:
+        return _health(args)
+    except (HpcvalError, KeyboardInterrupt, OSError):
+        raise  # the command line says these in one line, with their own codes
+    except Exception as err:  # noqa: BLE001 - the node is not at fault
+        where = f"{type(err).__name__} at {_origin(err)}"
+        print(f"hpcval: error: health: not judged: hpcval failed ({where}: {err}); the node "
+              f"is not drained for it; exit {EXIT_ENVIRONMENT}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+
+
+def _origin(err: BaseException) -> str:
+    """file:line where ``err`` was raised (for the report of a bug, in one line)."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb else "?"
 
 
 #: The longest --budget: a gate that measures for more than an hour is no gate
@@ -77,7 +101,7 @@ def _health(args: argparse.Namespace) -> int:
         # judged first against what is stored: a missing or bad vetting is said
         # before measuring
         results = stored_results(site)
-        judge_health(node, {}, [], results, settings)
+        judge_health(node, {}, [], results, settings, str(site.var / "vet"))
         figures, audit = measure_here(site, args.samples, args.budget)
     except HpcvalError as err:
         print(f"health {node}: not judged: {err}")

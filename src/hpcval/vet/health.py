@@ -89,15 +89,16 @@ class HealthVerdict:
 
 
 def last_full_vet(results: list[dict[str, Any]], node: str,
-                  settings: JudgeSettings) -> dict[str, Any]:
+                  settings: JudgeSettings, where: str = "var/<site>/vet") -> dict[str, Any]:
     """The latest stored vetting that measured ``node`` among at least
-    ``min_nodes`` nodes (a full vetting, not a gate of a few)."""
+    ``min_nodes`` nodes (a full vetting, not a gate of a few), of those stored
+    in ``where``."""
     full = [r for r in results if node in r["verdict"]["nodes"]
             and len(r["verdict"]["nodes"]) >= settings.min_nodes]
     if not full:
-        raise InputError(f"health {node}: no stored vetting of its partition measured it among "
-                         f"at least {settings.min_nodes} nodes (var/<site>/vet/*/vet.json): run "
-                         "hpcval vet on the partition first; exit 2")
+        raise InputError(f"no stored vetting of its partition measured {node} among at least "
+                         f"{settings.min_nodes} nodes ({len(results)} judged vetting(s) of the "
+                         f"partition in {where}): run hpcval vet on the partition first; exit 2")
     return max(full, key=lambda r: r["id"])
 
 
@@ -112,9 +113,11 @@ def _yardstick(against: str, value: float, population: list[float], fig: str,
 
 
 def judge_health(node: str, samples: dict[str, list[float]], audit: list[dict[str, Any]],
-                 results: list[dict[str, Any]], settings: JudgeSettings) -> HealthVerdict:
-    """The node's figures against the last full vetting and its own accepted history."""
-    ref = last_full_vet(results, node, settings)
+                 results: list[dict[str, Any]], settings: JudgeSettings,
+                 where: str = "var/<site>/vet") -> HealthVerdict:
+    """The node's figures against the last full vetting and its own accepted history
+    (``results``: the vettings stored in ``where``)."""
+    ref = last_full_vet(results, node, settings, where)
     verdict = HealthVerdict(node, True, reference=ref["id"])
     named_ref = set(ref["verdict"].get("named_nodes", []))
     for fig in JUDGED:
