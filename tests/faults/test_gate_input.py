@@ -37,13 +37,17 @@ def _children_cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
-def vettings() -> list[dict[str, Any]]:
-    """The recorded lab runs as `hpcval vet` stores them (vet.json), oldest first."""
+def vettings(scale: float = 1.0) -> list[dict[str, Any]]:
+    """The recorded lab runs as `hpcval vet` stores them (vet.json), oldest first;
+    every per-node sample times ``scale``."""
     from hpcval.vet.run import judge_recorded
 
     out = []
     for i, name in enumerate(RECORDED):
         data = json.loads((DATA / f"{name}.json").read_text())
+        for fig in data["node_samples"].values():
+            for node, samples in fig.items():
+                fig[node] = [scale * x for x in samples]
         out.append({"id": f"2026112{i}T000000Z-00000{i}", "site": "lab", "partition": "lab",
                     "verdict": judge_recorded(data).to_dict(),
                     "node_samples": data["node_samples"]})

@@ -269,3 +269,46 @@ def test_what_hpcval_creates_as_root_is_not_group_writable(checkout: Path) -> No
     loose = [f"{p} {p.stat().st_mode & 0o7777:04o}" for p in made if p.stat().st_mode & 0o022]
     assert not loose
     not_refused(run(checkout, "history", "--site", "trusty"))
+
+
+needs_mpi = pytest.mark.skipif(
+    not (shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+         and shutil.which("IMB-MPI1", path=str(Path(sys.executable).parent))),
+    reason="Intel MPI and IMB-MPI1 in the environment (make setup)")
+
+
+@needs_mpi
+def test_the_gate_judges_from_a_read_only_shared_store(tmp_path: Path) -> None:
+    """docs/vet.md, "Installing the gate for root": var/ shared read-only (here a
+    read-only bind mount), the record in a directory of the node. The stored
+    partition is scaled 100x below anything this machine measures, so the verdict
+    is OK whatever the load; the first run, on the writable store, builds cfdio
+    there as a vetting would."""
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "site-configs" / "lab", root / "site-configs" / "lab")
+    served = tmp_path / "served"
+    for r in vettings(0.01):
+        d = served / "lab" / "vet" / r["id"]
+        d.mkdir(parents=True)
+        (d / "vet.json").write_text(json.dumps(r))
+    gate = ["health", "--site", "lab", "--node", "lab-n2", "--samples", "3"]
+    first = run(root, *gate, env={"HPCVAL_VAR": str(served)}, timeout=300)
+    assert first.returncode == 0, first.output
+    assert (served / "lab" / "vet" / "bin" / "cfdio").exists()
+    mnt = tmp_path / "var"
+    mnt.mkdir()
+    if subprocess.run(["mount", "--bind", str(served), str(mnt)]).returncode != 0:
+        pytest.skip("no bind mounts here (a container without CAP_SYS_ADMIN)")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], check=True)
+        before = sorted(p.name for p in served.rglob("*"))
+        res = run(root, *gate, "--record-dir", str(tmp_path / "records"),
+                  env={"HPCVAL_VAR": str(mnt)}, timeout=300)
+        assert res.returncode == 0, res.output
+        [line] = res.stdout.splitlines()
+        assert line.startswith("health lab-n2: OK in "), line
+        assert sorted(p.name for p in served.rglob("*")) == before
+        [record] = (tmp_path / "records").glob("*-lab-n2.json")
+        assert json.loads(record.read_text())["line"] == line
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "a reason naming hpcval and the evidence")
     p.add_argument("--environ", default="impi", help="the site's MPI environment (default impi)")
     p.add_argument("--samples", type=int, default=5, help="samples per figure (default 5)")
+    p.add_argument("--record-dir", type=Path, default=None, metavar="DIR",
+                   help="where the gate's record goes (default var/<site>/health/); a "
+                   "directory of the node where var/ is shared read-only")
     p.add_argument("--budget", type=float, default=50.0,
                    help="seconds for all measurements (default 50: slurmd kills its "
                    "HealthCheckProgram at 60 s)")
@@ -109,7 +112,7 @@ def _health(args: argparse.Namespace) -> int:
     verdict = judge_health(node, figures, audit, results, settings)
     seconds = time.monotonic() - t0
     line = verdict.line(seconds)
-    store(site, new_run_id(), verdict, seconds, figures)
+    store(site, new_run_id(), verdict, seconds, figures, args.record_dir)
     print(line, flush=True)
     if verdict.ok:
         return 0

@@ -26,6 +26,7 @@ out (the node is not drained for hpcval's own failure).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -206,6 +207,9 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
     import fcntl
 
     bin_dir = site.var / "vet" / "bin"
+    if bin_dir.is_dir() and not os.access(bin_dir, os.W_OK):
+        # a store shared read-only: the cfdio a vetting built there, built nowhere else
+        return measure.cfdio_binary(dataclasses.replace(site, env=env), bin_dir)
     bin_dir.mkdir(parents=True, exist_ok=True)
     with (bin_dir / ".build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -271,9 +275,9 @@ def measure_here(site: VetSite, samples: int, budget: float,
 
 
 def store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
-          figures: dict[str, list[float]]) -> Path:
-    """``var/<site>/health/<id>-<node>.json``: never overwritten."""
-    base = site.var / "health"
+          figures: dict[str, list[float]], base: Path | None = None) -> Path:
+    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten."""
+    base = base or site.var / "health"
     base.mkdir(parents=True, exist_ok=True)
     path = base / f"{run_id}-{verdict.node}.json"
     with path.open("x") as fh:
