@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hpcval.core.errors import EnvironmentFault
+from hpcval.core.paths import CHECKS_DIR
 
 #: Where the how-to is (the message says it).
 HOW_TO = "docs/scheduling.md, 'Running as root'"
@@ -226,7 +227,7 @@ def check_site(checkout: Path, site_dir: Path | None, var_site: Path | None) -> 
     if not as_root():
         return
     checker = _Checker()
-    for tree, what in ((checkout / "reframe-checks", "the checks ReFrame imports"),
+    for tree, what in ((checkout / CHECKS_DIR, "the checks ReFrame imports"),
                        (checkout / "proxies", "the proxies it builds"),
                        *(((site_dir, "the site's configuration"),) if site_dir else ())):
         checker.tree(tree, what)
