@@ -227,6 +227,16 @@ def test_a_world_writable_working_directory_is_refused(checkout: Path,
     refused(Result(proc.returncode, proc.stdout, proc.stderr), cwd, "the working directory")
 
 
+def test_tmp_as_working_directory_is_refused(checkout: Path) -> None:
+    """/tmp is accepted above a path (sticky, root's), never as the directory
+    `python -m` children import from: anyone can create /tmp/hpcval/ there."""
+    proc = subprocess.run([str(Path(sys.executable).parent / "hpcval"), "history", "--site",
+                           "local"], cwd="/tmp", capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HPCVAL_ROOT": str(checkout)})
+    refused(Result(proc.returncode, proc.stdout, proc.stderr), "/tmp", "1777",
+            "the working directory")
+
+
 # ---- what is accepted -------------------------------------------------------------------
 
 @pytest.fixture()

@@ -96,20 +96,23 @@ class _Checker:
             "it must be owned by root (or the user who ran sudo) and writable by its owner "
             f"alone: chown root and chmod go-w it ({HOW_TO}); exit 3")
 
-    def _judge(self, path: str, st: os.stat_result, what: str, above: bool) -> None:
+    def _judge(self, path: str, st: os.stat_result, what: str, above: bool) -> bool:
+        """Refuse ``path`` (:class:`UntrustedPath`); True where it is trusted as any
+        path, False where only as a directory above one (sticky, root's)."""
         if stat.S_ISLNK(st.st_mode):  # a link's own mode says nothing; its owner does
             if st.st_uid not in self.uids:
                 raise self._refuse(path, st, "is a symbolic link owned by someone else", what)
-            return
+            return True
         if st.st_uid not in self.uids:
             raise self._refuse(path, st, "is owned by someone else", what)
         if st.st_mode & 0o022:
             sticky = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_uid == 0
             if above and sticky:
-                return  # /tmp-like: entries are their owners' alone
+                return False  # /tmp-like: entries are their owners' alone
             who = "group- and world-writable" if st.st_mode & 0o022 == 0o022 else (
                 "group-writable" if st.st_mode & 0o020 else "world-writable")
             raise self._refuse(path, st, f"is {who}", what)
+        return True
 
     def path(self, path: Path | str, what: str, depth: int = 0) -> Path | None:
         """Check ``path`` and every directory above it; follow links. The real
@@ -140,19 +143,14 @@ class _Checker:
                     return None
                 cur = resolved
                 continue
-            if key not in self.ok:
-                self._judge(key, st, what, above=not last)
-                if not last:
-                    self.ok.add(key)
+            if key not in self.ok and self._judge(key, st, what, above=not last):
+                self.ok.add(key)  # trusted as any path: never judged again
             cur = nxt
         return cur
 
     def _component(self, p: Path, what: str, above: bool) -> None:
         key = str(p)
-        if key in self.ok:
-            return
-        self._judge(key, os.lstat(p), what, above)
-        if above:
+        if key not in self.ok and self._judge(key, os.lstat(p), what, above):
             self.ok.add(key)
 
     def tree(self, top: Path, what: str, skip: Iterable[str] = ()) -> None:
