@@ -182,15 +182,6 @@ def check_paths(paths: Iterable[Path | str], what: str) -> None:
         checker.path(p, what)
 
 
-def check_trees(trees: Iterable[Path | str], what: str, skip: Iterable[str] = ()) -> None:
-    """As root: :func:`check_paths` for each tree and everything inside it."""
-    if not as_root():
-        return
-    checker = _Checker()
-    for t in trees:
-        checker.tree(Path(t), what, skip)
-
-
 def check_code() -> None:
     """As root: the interpreter, the virtual environment and hpcval's package
     (each whole), every directory on ``sys.path`` (itself, not below) and the
