@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, TRACEBACK, Result, run, tree_digest
+from .conftest import ROOT, TRACEBACK, Result, make_checkout, run, run_inprocess, tree_digest
 
 DATA = ROOT / "tests" / "data" / "vet"
 RECORDED = ["all-healthy", "one-bad-node", "one-bad-link", "slow-30pct"]
@@ -310,3 +310,28 @@ def test_the_health_of_a_bad_vetting_is_stored_nowhere(var: Path) -> None:
     res, cpu = health(var, "--node", "lab-n2", "--drain")
     assert_refused(res, cpu, "verdict.judged")
     assert tree_digest(var) == before
+
+
+def test_a_fault_of_hpcval_itself_exits_3_never_1(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Python ends an uncaught exception with exit 1, which a prolog passes on as
+    "drain this node": a bug in the gate (here one planted in its judging) is one
+    line and exit 3, the node not drained."""
+    import shutil
+
+    from hpcval.commands import health as command
+
+    def broken(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("planted")
+
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "site-configs" / "lab", root / "site-configs" / "lab")
+    monkeypatch.setattr(command, "judge_health", broken)
+    res = run_inprocess(root, "health", "--site", "lab", "--node", "lab-n2", "--drain",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 3, res.output
+    assert TRACEBACK not in res.output
+    [line] = res.output.strip().splitlines()
+    assert "not judged: hpcval failed (ZeroDivisionError at " in line, line
+    assert "the node is not drained" in line
