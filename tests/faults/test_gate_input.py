@@ -197,6 +197,12 @@ def test_a_node_name_with_odd_characters_is_refused(var: Path, name: str) -> Non
     assert not (var / "lab" / "health").exists()
 
 
+@pytest.mark.parametrize("samples", ["2", "1000000000"])
+def test_a_sample_count_outside_sense_is_refused(var: Path, samples: str) -> None:
+    res, cpu = health(var, "--node", "lab-n2", "--samples", samples)
+    assert_refused(res, cpu, f"--samples {samples}")
+
+
 def test_a_slurmd_nodename_with_odd_characters_is_refused(var: Path) -> None:
     res, cpu = health(var, env={"SLURMD_NODENAME": "lab-n2\nx"})
     assert_refused(res, cpu, "$SLURMD_NODENAME")
@@ -215,6 +221,8 @@ def test_a_node_no_vetting_measured_is_not_judged_and_not_drained(var: Path) -> 
 # ---- hpcval vet's arguments and the cluster's MaxStepCount ------------------------------
 
 VET_ARGS = {
+    "samples-a-billion": (["--samples", "1000000000"], "--samples 1000000000"),
+    "samples-two": (["--samples", "2"], "--samples 2"),
     "max-rounds-negative": (["--max-rounds", "-1"], "--max-rounds -1"),
     "max-rounds-zero": (["--max-rounds", "0"], "--max-rounds 0"),
     "min-effect-nan": (["--min-effect", "nan"], "--min-effect nan"),

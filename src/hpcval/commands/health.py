@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcval.commands.vet import MAX_SAMPLES
 from hpcval.core.errors import EXIT_ENVIRONMENT, HpcvalError, InputError
 from hpcval.core.runid import new_run_id
 from hpcval.vet import sitecfg
@@ -90,8 +91,9 @@ def node_name(args: argparse.Namespace) -> str:
 def _health(args: argparse.Namespace) -> int:
     # wrong input is said before anything is read or measured (exit 2, never 1:
     # a prolog that exits 1 drains the node)
-    if args.samples < 3:
-        raise InputError(f"--samples {args.samples}: at least 3; exit 2")
+    if not 3 <= args.samples <= MAX_SAMPLES:
+        raise InputError(f"--samples {args.samples}: at least 3, at most {MAX_SAMPLES}; "
+                         "exit 2")
     if not (math.isfinite(args.budget) and 1.0 < args.budget <= MAX_BUDGET):
         raise InputError(f"--budget {args.budget:g}: give the seconds the measurements may "
                          f"take, more than 1 and at most {MAX_BUDGET:.0f} (default 50: slurmd "

@@ -56,11 +56,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_vet)
 
 
+#: The most samples per figure a vetting or the gate takes (the message lengths of
+#: one IMB step are written out per sample: 10**9 would fill the disk).
+MAX_SAMPLES = 100
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Wrong input, said before anything is loaded or measured (exit 2)."""
-    if args.samples < 3:
+    if not 3 <= args.samples <= MAX_SAMPLES:
         raise InputError(f"--samples {args.samples}: at least 3 (a median of fewer says "
-                         "little); exit 2")
+                         f"little), at most {MAX_SAMPLES} (each is a measurement on every "
+                         "node and pair); exit 2")
     if args.max_rounds < 1:
         raise InputError(f"--max-rounds {args.max_rounds}: at least 1 round of pairs (all "
                          "pairs of N nodes: N-1); exit 2")
