@@ -36,6 +36,8 @@ import contextlib
 import csv
 import io
 import json
+import lzma
+import math
 import os
 import platform
 import re
@@ -47,6 +49,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -191,6 +194,15 @@ def _impi_subset(wheels: Iterable[Path], dest: Path) -> list[str]:
 def prepare(args: argparse.Namespace) -> int:
     out: Path = args.folder
     cache: Path = args.cache
+    if out.exists() and not out.is_dir():
+        print(f"prepare: --folder {out}: a file, not a folder; exit 2", file=sys.stderr)
+        return 2
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+        # the folder is emptied first: only one `prepare` made (it has its manifest)
+        print(f"prepare: --folder {out}: not empty and not a folder `prepare` made (no "
+              "manifest.json): give a new or empty folder; nothing removed; exit 2",
+              file=sys.stderr)
+        return 2
     if out.exists():
         shutil.rmtree(out)
     wheels = out / "wheels"
@@ -443,12 +455,17 @@ def _host_paths(python: str) -> list[str]:
 
 
 def _untar(archive: Path, dest: Path) -> None:
-    """Unpack one of prepare's archives (relative paths and links only)."""
-    with tarfile.open(archive) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, filter="data")
-        else:  # Python < 3.11.4: no filters; the archive is prepare's own
-            tar.extractall(dest)  # noqa: S202
+    """Unpack one of prepare's archives (relative paths and links only); a
+    truncated or damaged one is named (RuntimeError)."""
+    try:
+        with tarfile.open(archive) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:  # Python < 3.11.4: no filters; the archive is prepare's own
+                tar.extractall(dest)  # noqa: S202
+    except (EOFError, tarfile.TarError, lzma.LZMAError, zlib.error) as err:
+        raise RuntimeError(f"{archive}: truncated or damaged ({err}): run `prepare` again "
+                           "and carry the folder whole") from None
 
 
 def _venv_python(venv: Path) -> Path:
@@ -518,7 +535,7 @@ def install(r: Runner, offline: Path, work: Path, python: str) -> Path | None:
                       "intel_mpi": manifest["intel_mpi"]["version"]}
         step.status, step.exit_code = "ok", 0
     except (OSError, subprocess.SubprocessError, RuntimeError, KeyError, StopIteration,
-            ValueError) as err:
+            ValueError, EOFError, tarfile.TarError, lzma.LZMAError, zlib.error) as err:
         step.status, step.exit_code = "failed (exit 3)", 3
         step.reason = f"{type(err).__name__}: {err}"
         lines.append(step.reason)
@@ -538,6 +555,29 @@ def busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
             for _ in range(n)]
 
 
+def refuse(msg: str, code: int) -> int:
+    """One line naming what is wrong, and the exit code: 2 a wrong argument, 3
+    the machine's fault (a folder that cannot be written, an install that
+    failed)."""
+    print(f"acceptance run: {msg}; exit {code}", file=sys.stderr)
+    return code
+
+
+def make_folder(path: Path, flag: str) -> int:
+    """*path* made (with its parents) and writable: 0, else the exit code
+    after one line (2: it is a file; 3: it cannot be made or written)."""
+    if path.exists() and not path.is_dir():
+        return refuse(f"{flag} {path}: a file, not a folder: give a folder (made if missing)",
+                      2)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        return refuse(f"{flag} {path}: cannot write there: {err.strerror}", 3)
+    return 0
+
+
 #: Where a GPU node keeps nvidia-smi and nvcc when they are not on PATH.
 TOOL_DIRS = ("/usr/local/nvidia/bin", "/usr/local/cuda/bin")
 
@@ -548,21 +588,27 @@ def run(args: argparse.Namespace) -> int:
                                           and Path(d).is_dir()])
     out: Path = args.out.resolve()
     offline: Path = args.offline.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    if not args.dry and not (offline / "manifest.json").is_file():
-        print(f"acceptance run: {offline}/manifest.json missing: run `prepare` first "
-              "(and carry the folder); exit 2", file=sys.stderr)
-        return 2
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= set(PARTS):
-        print(f"acceptance run: --parts {args.parts}: known parts are {', '.join(PARTS)}; "
-              "exit 2", file=sys.stderr)
-        return 2
+    if not parts or not parts <= set(PARTS):
+        return refuse(f"--parts {args.parts!r}: give one or more of {', '.join(PARTS)}, "
+                      "comma-separated", 2)
+    if not (math.isfinite(args.budget_s) and args.budget_s > 0):
+        return refuse(f"--budget-s {args.budget_s}: give the seconds of wall time the run may "
+                      "take (e.g. 480)", 2)
+    if not args.dry and not (offline / "manifest.json").is_file():
+        return refuse(f"{offline}/manifest.json missing: run `prepare` first (and carry the "
+                      "folder)", 2)
+    code = make_folder(out, "--out") or (make_folder(Path(args.work).resolve(), "--work")
+                                         if args.work else 0)
+    if code:
+        return code
     budget = Budget(args.budget_s)
-    work = Path(args.work or tempfile.mkdtemp(prefix="hpcval-acceptance-")).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    facts = node_facts(out)
-    (out / "machine.json").write_text(json.dumps(facts, indent=1) + "\n")
+    try:
+        work = Path(args.work or tempfile.mkdtemp(prefix="hpcval-acceptance-")).resolve()
+        facts = node_facts(out)
+        (out / "machine.json").write_text(json.dumps(facts, indent=1) + "\n")
+    except OSError as err:
+        return refuse(f"{err.filename or out}: cannot write: {err.strerror}", 3)
     log(f"node: {facts.get('model_name', '?')}, {facts['cores']} cores, "
         f"GPU: {facts['gpu'] or facts.get('gpu_reason')}; {facts['uptime']}")
     r = Runner(out, budget, args.dry, dict(os.environ))
@@ -682,6 +728,10 @@ def run(args: argparse.Namespace) -> int:
             r.skip(name, name, NOT_ASKED)
     finish(r, root, vpy, ok and not args.dry)
     log(f"done in {budget.elapsed():.0f} s: {out / 'summary.md'}")
+    if not ok and not args.dry:
+        why = next((st.reason for st in r.steps if st.name == "install"), "") or "?"
+        return refuse(f"the install failed ({why}): nothing ran (logs/install.log, "
+                      "summary.md)", 3)
     return 0
 
 
@@ -749,7 +799,15 @@ def main(argv: list[str] | None = None) -> int:
                    "in $TMPDIR)")
     q.set_defaults(func=run)
     args = ap.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except OSError as err:  # a disk that filled or went read-only under the run
+        print(f"acceptance {args.cmd}: {err.filename or '?'}: {err.strerror or err}; what "
+              "was written so far is kept; exit 3", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print(f"acceptance {args.cmd}: interrupted; exit 130", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -75,11 +75,24 @@ def check_trust(args: argparse.Namespace) -> None:
                      var_base(checkout) / site if known else None)
 
 
+def _rebuild_leftovers(args: argparse.Namespace) -> None:
+    """What a killed ``store rebuild`` left beside the site's store: removed
+    (or named while the site lock is held) by whichever command comes next."""
+    from hpcval.run.leftovers import settle_rebuild_leftovers
+
+    site = getattr(args, "site", None)
+    if isinstance(site, str) and _log_of(args).parent.name == site:
+        line = settle_rebuild_leftovers(_log_of(args).parent)
+        if line:
+            print(line, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        check_trust(args)
+        check_trust(args)  # as root: before anything of the site is read or removed
+        _rebuild_leftovers(args)
         with warnings_to_log(_log_of(args), f"hpcval {args.command}"):
             return int(args.func(args) or 0)
     except HpcvalError as err:

@@ -96,8 +96,10 @@ def test_sigkill_then_next_validation_stops_the_orphan(tmp_path: Path) -> None:
     rebuilt = run(root, "store", "rebuild", "--site", "local")
     assert rebuilt.returncode == 0, rebuilt.output
     assert f"skipped: {plain}: never judged by hpcval" in rebuilt.stdout, rebuilt.stdout
-    # a healthy store is replaced, not copied aside
-    assert set((root / "var" / "local").glob("history.sqlite.*")) - kept_before == set()
+    # a healthy store is kept aside as .old, named
+    (kept,) = set((root / "var" / "local").glob("history.sqlite.*")) - kept_before
+    assert kept.name.endswith(".old") and f"previous store (healthy) kept as {kept}" in \
+        rebuilt.stdout
     after = _history(root)
     assert "20260101T000000Z-0a0b0c" not in after
     assert after[new_id]["accepted"] == 1

@@ -89,8 +89,8 @@ HPCVAL_VAR={var} PYTHONPATH={ROOT / 'src'} exec {sys.executable} -m hpcval.cli h
     text = log.read_text() if log.exists() else ""
     info = vslurm.nodes_info(NODES)
     assert "DRAIN" in info[OFF].state, text
-    assert info[OFF].reason.startswith("hpcval health: "), info[OFF].reason
-    assert "below its own median" in info[OFF].reason
+    assert info[OFF].reason.startswith("hpcval health [HC-"), info[OFF].reason
+    assert "below the own history median" in info[OFF].reason
     for n in NODES:
         if n != OFF:
             assert "DRAIN" not in info[n].state, (n, info[n], text)

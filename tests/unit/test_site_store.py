@@ -15,6 +15,7 @@ from hpcval.core.errors import EnvironmentFault, InputError, LockTimeout, StoreE
 from hpcval.core.fileio import atomic_write, keep_backup
 from hpcval.core.runid import new_run_id, valid
 from hpcval.history.contract import band
+from hpcval.history.rebuild import rebuild
 from hpcval.history.store import Store, records_from_report, run_reports, verdicts_path
 from hpcval.reporting.report import load_run_report
 from hpcval.run.lock import site_lock
@@ -180,17 +181,20 @@ def test_corrupt_store_detected_and_rebuilt(tmp_path):
     store.path.write_bytes(bytes(data))
     with pytest.raises(StoreError, match=r"corrupt.*hpcval store rebuild --site"):
         store.runs()
-    count, skipped, kept = store.rebuild(run_reports(tmp_path / "reports"), "lab")
-    assert count == 2 and not skipped and kept is not None and kept.exists()
+    done = rebuild(store, run_reports(tmp_path / "reports"), "lab")
+    assert done.stored == 2 and not done.skipped and done.kept is not None
+    assert done.kept.name.endswith(".broken") and done.kept.exists() and not done.old_healthy
     assert len(store.runs()) == 2
-    # a healthy store is rebuilt in place: no copy kept aside; a report hpcval
+    # a healthy store is rebuilt beside and kept aside as .old; a report hpcval
     # never judged (a plain ReFrame report, a dry run) is listed, not imported
-    kept.unlink()
+    done.kept.unlink()
     plain = _stored_report(tmp_path)
-    count, skipped, again = store.rebuild(run_reports(tmp_path / "reports"), "lab")
-    assert count == 2 and again is None
+    done = rebuild(store, run_reports(tmp_path / "reports"), "lab")
+    assert done.stored == 2 and done.old_healthy and done.kept is not None
+    assert done.kept.name.endswith(".old") and len(done.kept.read_bytes()) > 0
+    skipped = done.skipped
     assert len(skipped) == 1 and str(plain) in skipped[0] and "never judged" in skipped[0]
-    assert sorted(tmp_path.glob("history.sqlite*")) == [store.path]
+    assert sorted(tmp_path.glob("history.sqlite*")) == sorted([store.path, done.kept])
     # a run the healthy store holds (stored before verdicts files were kept)
     # is kept, with its result, though it has no verdicts file
     legacy = _stored_report(tmp_path, "lab-unshaped-run-report.json")
@@ -198,8 +202,8 @@ def test_corrupt_store_detected_and_rebuilt(tmp_path):
     run = records_from_report(load_run_report(legacy), legacy_id, "lab")
     run.result, run.accepted = "regressed", False
     store.add_run(run)
-    count, skipped, _ = store.rebuild(run_reports(tmp_path / "reports"), "lab")
-    assert count == 3 and [s for s in skipped if str(legacy) in s] == []
+    done = rebuild(store, run_reports(tmp_path / "reports"), "lab")
+    assert done.stored == 3 and [s for s in done.skipped if str(legacy) in s] == []
     row = next(r for r in store.runs() if r["run_id"] == legacy_id)
     assert (row["result"], row["accepted"]) == ("regressed", 0)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from hpcval.core.runid import new_run_id
+from hpcval.history.rebuild import rebuild
 from hpcval.history.store import Store, run_reports, verdicts_path
 from hpcval.reporting.report import load_run_report
 from hpcval.run.verdicts import store_and_judge, stored
@@ -321,7 +322,7 @@ def test_a_run_that_moved_2x_is_held_until_the_old_level_comes_back(tmp_path):
     # the hold survives a rebuild of the store from the reports
     saved = json.loads(verdicts_path(site.report_path(held_id)).read_text())
     assert saved["held"]["state"] == "held" and not saved["accepted"]
-    Store(site.history_db).rebuild(run_reports(site.report_path(held_id).parent), site.name)
+    rebuild(Store(site.history_db), run_reports(site.report_path(held_id).parent), site.name)
     rebuilt = Store(site.history_db)
     assert rebuilt.holds()[held_id]["state"] == "held"
     assert not next(r for r in rebuilt.runs() if r["run_id"] == held_id)["accepted"]

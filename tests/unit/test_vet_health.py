@@ -135,6 +135,9 @@ def test_hpcval_health_measures_this_node_and_says_one_line(tmp_path: Path, scal
                           text=True, timeout=120, check=False)
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, proc.stdout + proc.stderr
+    if not code and proc.returncode == 3:  # this machine was too busy to judge the CPU share
+        assert lines[0].startswith("health lab-n2: not judged in ") and "busy" in lines[0]
+        return
     assert proc.returncode == code, lines[0] + proc.stderr
     assert lines[0].startswith(f"health lab-n2: {'NO' if code else 'OK'} in ")
     if code:

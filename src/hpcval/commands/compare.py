@@ -134,7 +134,7 @@ def _reports(args: argparse.Namespace, a: Path, b: Path, low: int | None,
 
 def _sets(args: argparse.Namespace, margin: float, low: int | None, high: int | None) -> int:
     from hpcval.history.judging.compare import compare_sets
-    from hpcval.history.runsets import Side, resolve
+    from hpcval.history.runsets import Side, left_out_text, resolve
     from hpcval.history.store import Store
     from hpcval.reporting import comparepage
 
@@ -154,10 +154,14 @@ def _sets(args: argparse.Namespace, margin: float, low: int | None, high: int | 
     atomic_write(out, comparepage.page(comp, info, f"{args.run_a} vs {args.run_b}", only),
                  "writing the comparison page")
     if args.json:
-        print(json.dumps({**comparepage.as_json(comp, info, only), "html": str(out)},
+        print(json.dumps({**comparepage.as_json(comp, info, only), "html": str(out),
+                          "left_out": [{"run": r, "why": w}
+                                       for r, w in sorted(got.left_out.items())]},
                          indent=1, default=str))
     else:
         print(comparepage.text(comp, info, only, str(out)), end="")
+        if got.left_out:
+            print(left_out_text(got.left_out))
     return 0
 
 

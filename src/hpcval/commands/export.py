@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hpcval.core.fileio import atomic_write
+from hpcval.core.fileio import atomic_write, output_file
 from hpcval.history.store import Store
 from hpcval.reporting.export import openmetrics
 from hpcval.site import Site
@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
+    if args.output is not None:
+        args.output = output_file(args.output, "-o")
     text = openmetrics(Store(site.history_db), args.run)
     if args.output is None:
         sys.stdout.write(text)

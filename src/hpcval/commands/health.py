@@ -14,8 +14,9 @@ from hpcval.commands.vet import MAX_SAMPLES
 from hpcval.core.errors import EXIT_ENVIRONMENT, HpcvalError, InputError
 from hpcval.core.runid import new_run_id
 from hpcval.vet import sitecfg
-from hpcval.vet import slurm as vslurm
-from hpcval.vet.health import judge_health, measure_here, store
+from hpcval.vet.health import judge_health
+from hpcval.vet.healthdrain import ShareRule
+from hpcval.vet.healthgate import GateOptions, run_gate
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.run import stored_results
 from hpcval.vet.slurm import check_node_name
@@ -28,9 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Measure the node this runs on (tuning audit, CPU frequency, triad, "
         "shared-memory PingPong; no Slurm job) within --budget seconds, judge it against "
         "its partition in the last full 'hpcval vet' (var/<site>/vet/*/vet.json) and against "
-        "its own accepted history there; print one line. Exit 0: ok; 1: off (drained with "
-        "the evidence as the reason with --drain); 2: no full vetting to judge against, or "
-        "wrong input; 3: a measurement failed or ran out of time (not drained).")
+        "its own accepted history there, a finding confirmed by a second pass after a random "
+        "delay; print one line. Exit 0: ok (with --drain a node hpcval health drained is "
+        "resumed); 1: off (drained with the evidence as the reason with --drain, unless "
+        "hpcval already drained --drain-share of the partition within --drain-window); 2: "
+        "no full vetting to judge against, or wrong input; 3: a measurement failed or ran "
+        "out of time, or the node's CPUs were too busy to judge (nothing drained or "
+        "resumed).")
     p.add_argument("--site", required=True, help="site name (site-configs/<site>/)")
     p.add_argument("--partition", help="Slurm (or ReFrame) partition; default: the site's "
                    "first Slurm partition")
@@ -46,6 +51,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=float, default=50.0,
                    help="seconds for all measurements (default 50: slurmd kills its "
                    "HealthCheckProgram at 60 s)")
+    p.add_argument("--drain-share", type=float, default=5.0, metavar="PERCENT",
+                   help="--drain: refuse to drain when hpcval health already drained this "
+                   "share of the partition within --drain-window (default 5; one node may "
+                   "always be drained)")
+    p.add_argument("--drain-window", type=float, default=3600.0, metavar="SECONDS",
+                   help="--drain: the window of --drain-share (default 3600)")
+    p.add_argument("--confirm-delay", type=float, nargs=2, default=(2.0, 10.0),
+                   metavar=("LOW", "HIGH"), help="random delay before a confirming pass "
+                   "(seconds, default 2 10): a finding counts only when two passes agree")
+    p.add_argument("--spread", type=float, default=0.0, metavar="SECONDS",
+                   help="wait a random 0..SECONDS before measuring (default 0), so nodes "
+                   "Slurm starts together do not all measure at once")
     p.set_defaults(func=_guarded)
 
 
@@ -98,6 +115,7 @@ def _health(args: argparse.Namespace) -> int:
         raise InputError(f"--budget {args.budget:g}: give the seconds the measurements may "
                          f"take, more than 1 and at most {MAX_BUDGET:.0f} (default 50: slurmd "
                          "kills its HealthCheckProgram at 60 s); exit 2")
+    opts = _gate_options(args)
     t0 = time.monotonic()
     node = node_name(args)
     site = sitecfg.load(args.site, args.partition, args.environ)
@@ -107,17 +125,34 @@ def _health(args: argparse.Namespace) -> int:
         # before measuring
         results = stored_results(site)
         judge_health(node, {}, [], results, settings, str(site.var / "vet"))
-        figures, audit = measure_here(site, args.samples, args.budget)
     except HpcvalError as err:
         print(f"health {node}: not judged: {err}")
         return err.exit_code
-    verdict = judge_health(node, figures, audit, results, settings)
-    seconds = time.monotonic() - t0
-    line = verdict.line(seconds)
-    store(site, new_run_id(), verdict, seconds, figures, args.record_dir)
+    opts.budget -= time.monotonic() - t0
+    line, code = run_gate(site, node, results, settings, opts, new_run_id())
     print(line, flush=True)
-    if verdict.ok:
-        return 0
-    if args.drain:
-        vslurm.drain(node, "hpcval health: " + "; ".join(verdict.evidence))
-    return 1
+    return code
+
+
+def _gate_options(args: argparse.Namespace) -> GateOptions:
+    """The confirmation and drain settings, checked (exit 2 naming the flag)."""
+    low, high = args.confirm_delay
+    for flag, value in (("--confirm-delay", low), ("--confirm-delay", high),
+                        ("--drain-share", args.drain_share),
+                        ("--drain-window", args.drain_window), ("--spread", args.spread)):
+        if not math.isfinite(value):
+            raise InputError(f"{flag} {value:g}: a finite number; exit 2")
+    if not 0 <= low <= high:
+        raise InputError(f"--confirm-delay {low:g} {high:g}: LOW and HIGH seconds with "
+                         "0 <= LOW <= HIGH; exit 2")
+    if not 0 < args.drain_share <= 100:
+        raise InputError(f"--drain-share {args.drain_share:g}: a percentage above 0 and at "
+                         "most 100; exit 2")
+    if args.drain_window <= 0:
+        raise InputError(f"--drain-window {args.drain_window:g}: seconds above 0; exit 2")
+    if args.spread < 0:
+        raise InputError(f"--spread {args.spread:g}: seconds, at least 0; exit 2")
+    return GateOptions(samples=args.samples, budget=args.budget, confirm=(low, high),
+                       spread=args.spread, drain=args.drain,
+                       rule=ShareRule(args.drain_share / 100, args.drain_window),
+                       record_dir=args.record_dir)

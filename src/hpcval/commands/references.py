@@ -9,8 +9,8 @@ from pathlib import Path
 from hpcval.core.errors import InputError, ReferencesError
 from hpcval.core.fileio import atomic_write, keep_backup
 from hpcval.history import contract
-from hpcval.reporting.report import load_run_report
 from hpcval.run.runner import latest_report
+from hpcval.run.storedrun import judged_report
 from hpcval.site import Site, refresolve
 from hpcval.site import references as refs
 
@@ -77,9 +77,12 @@ def _capture(args: argparse.Namespace) -> int:
                                                     omitted=omitted)
             sys.stdout.write(refresolve.dump_references(data))
         else:
+            backups: list[tuple[Path, Path]] = []
             for path in contract.write_from_history(site, args.runs, margin=margin,
-                                                    omitted=omitted):
+                                                    omitted=omitted, backups=backups):
                 print(f"wrote {path}")
+            for path, backup in backups:
+                print(f"previous {path.name} kept as {backup}")
         if omitted:
             print(contract.omitted_note(site, omitted), file=sys.stderr)
         return 0
@@ -97,7 +100,7 @@ def _capture(args: argparse.Namespace) -> int:
         existing = site.check_references()
         site.load_host_expectations()
     report_path = site.find_report(args.run_report) if args.run_report else latest_report(site)
-    report = load_run_report(report_path)
+    report = judged_report(site, report_path)  # a dry run, another site's...: exit 2
     try:
         data = refresolve.capture(report, args.tolerance, existing)
     except ReferencesError as err:

@@ -131,16 +131,26 @@ def _proxy_version(args: argparse.Namespace) -> int:
 def _mirror(args: argparse.Namespace) -> int:
     env_dir = spack.resolve_environment(args.env)
     mirror = args.mirror or spack.default_mirror()
+    unset = "" if os.environ.get("SPACK_ROOT") else " ($SPACK_ROOT is not set)"
     if mirror is None:
         raise InputError("--mirror: none given and no file:// mirror in "
-                         "$SPACK_ROOT/etc/spack/site/mirrors.yaml (docs/spack.md, section 1)")
+                         f"$SPACK_ROOT/etc/spack/site/mirrors.yaml{unset}: give --mirror DIR "
+                         "(docs/spack.md, section 1)")
     builtin = args.builtin or spack.default_builtin()
     if builtin is None:
         raise InputError("--builtin: none given and no builtin repository in "
-                         "$SPACK_ROOT/etc/spack/site/repos.yaml (docs/spack.md, section 1)")
+                         f"$SPACK_ROOT/etc/spack/site/repos.yaml{unset}: give --builtin DIR "
+                         "(docs/spack.md, section 1)")
     clones = args.sources or (Path(os.environ[spack.SOURCES_ENV])
                               if os.environ.get(spack.SOURCES_ENV)
                               else Path(mirror).parent / "sources")
+    sources_flag = "--sources" if args.sources else (
+        f"${spack.SOURCES_ENV}" if os.environ.get(spack.SOURCES_ENV) else "--sources")
+    for flag, folder in (("--mirror", Path(mirror)), (sources_flag, clones),
+                         ("--builtin", Path(builtin))):
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"{flag} {folder}: a file, not a directory: give the directory "
+                             "(docs/spack.md, section 3)")
     sources = spack.environment_sources(env_dir, builtin)
     result = spack.make_mirror(sources, Path(mirror), clones)
     for line in result.present:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from hpcval.core.errors import InputError
-from hpcval.core.fileio import atomic_write
+from hpcval.core.fileio import atomic_write, output_file
 from hpcval.history.store import Store
 from hpcval.reporting import trend, trendpage
 from hpcval.reporting.report import check_areas
@@ -33,11 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
+    if args.html is not None:
+        args.html = output_file(args.html, "--html")
     store = Store(site.history_db)
     points = store.history(check=args.check, variable=args.figure)
     if not points:
-        raise InputError(f"{site.history_db}: no stored figure matches "
-                         f"--check {args.check or '*'} --figure {args.figure or '*'}")
+        given = [f"--{name} {'*' if value is None else shlex.quote(value)}"
+                 for name, value in (("check", args.check), ("figure", args.figure))]
+        raise InputError(f"{site.history_db}: no stored figure matches {' '.join(given)}")
     series = trend.build(points)
     trend.attach_verdicts(series, store)
     print(trend.text(series), end="")

@@ -5,8 +5,9 @@ Every file hpcval writes into a site or its results store goes through
 flushed to disk, then renamed over the target. Readers see the old file or the
 new one, never a mix; two writers never share a temporary file. Backups get a
 unique name (:func:`keep_backup`), so two writers in one second keep both.
-OS errors become one line naming the path: ``disk full`` for ENOSPC,
-``read-only`` for EROFS/EACCES (exit 3, an environment fault).
+OS errors become one line naming the path: ``disk full`` with the free space
+for ENOSPC (:func:`disk_full`), ``read-only`` for EROFS/EACCES (exit 3, an
+environment fault).
 """
 
 from __future__ import annotations
@@ -20,19 +21,77 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hpcval.core.errors import EnvironmentFault
+from hpcval.core.errors import EnvironmentFault, InputError
 from hpcval.core.runid import new_run_id
+
+#: Free space a results store needs to be written to (a run, its report and
+#: pages); a store that fails to open or write with less is on a full disk.
+MIN_FREE_BYTES = 64 << 20
+
+
+def free_space(path: str | Path) -> int | None:
+    """Bytes free to this user on the file system of ``path`` (its nearest
+    existing parent); ``None`` when that cannot be read."""
+    where = Path(path)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        return shutil.disk_usage(where).free
+    except OSError:
+        return None
+
+
+def _amount(free: int) -> str:
+    return f"{free >> 20} MiB" if free >= 1 << 20 else f"{free >> 10} KiB"
+
+
+def disk_full(path: str | Path, doing: str, need: int = MIN_FREE_BYTES,
+              free: int | None = None) -> EnvironmentFault | None:
+    """The fault ``<path>: disk full (N MiB free, ...) while <doing>`` when the
+    file system of ``path`` has less than ``need`` bytes free (``free``: as
+    already measured), else ``None``. Every command names a full disk so, with
+    exit 3, never as wrong input or as a store to rebuild."""
+    free = free_space(path) if free is None else free
+    if free is None or free >= need:
+        return None
+    return EnvironmentFault(f"{path}: disk full ({_amount(free)} free, hpcval needs "
+                            f"{_amount(need)}) while {doing}; free space on that file system "
+                            "and run again (nothing stored was changed)")
 
 
 def os_fault(path: str | Path, err: OSError, doing: str) -> EnvironmentFault:
     """An :class:`EnvironmentFault` naming ``path`` and what the OS said."""
     if err.errno == errno.ENOSPC:
-        return EnvironmentFault(f"{path}: disk full while {doing}; free space on that file "
-                                "system and run again (nothing stored was changed)")
+        free = free_space(path)
+        room = "" if free is None else f" ({_amount(free)} free)"
+        return EnvironmentFault(f"{path}: disk full{room} while {doing}; free space on that "
+                                "file system and run again (nothing stored was changed)")
     if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return EnvironmentFault(f"{path}: not writable ({err.strerror}) while {doing}; make "
                                 "it writable or point HPCVAL_VAR at a writable directory")
     return EnvironmentFault(f"{path}: {err.strerror or err} while {doing}")
+
+
+def output_file(path: str | Path, flag: str) -> Path:
+    """A file to write named on the command line (``-o``, ``--html``): an
+    empty name, a directory or anything but a regular file (a device such as
+    ``/dev/full``, ``/dev/stdout``, a pipe: :func:`atomic_write` would rename
+    a file over it) is wrong input (exit 2), said before any work. A symbolic
+    link to a file is followed: the file it names is replaced."""
+    if not str(path).strip():
+        raise InputError(f"{flag}: an empty file name; give the file to write")
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: a directory; give the file to write in it "
+                         f"(e.g. {path / 'NAME'})")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{flag} {path}: not a regular file (a device, a pipe or a "
+                         "terminal); give a file path"
+                         + (", or leave -o out to print to standard output"
+                            if flag == "-o" else ""))
+    if path.is_symlink():
+        return path.resolve()
+    return path
 
 
 def atomic_write(path: str | Path, data: str | bytes, doing: str = "writing",

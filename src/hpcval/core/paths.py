@@ -43,3 +43,41 @@ def checks_dir(root: Path | None = None) -> Path:
     """``reframe-checks/`` of the checkout ``root`` (default: :func:`project_root`);
     with a site at hand, ask it: :attr:`hpcval.site.Site.checks_dir`."""
     return (root or project_root()) / CHECKS_DIR
+
+
+#: Set by ``hpcval validate`` in ReFrame's environment: the ``TMPDIR`` to give
+#: back (empty: none was set) once the site config is read. ReFrame logs its
+#: start (before it reads the site config, which names its log) to a
+#: ``rfm-*.log`` it makes in the temp directory and never removes; pointed at
+#: the run's log directory, that file is in the results store from its first
+#: byte, and a run killed (SIGKILL) or cut short by a full disk leaves nothing
+#: in the system's temp directory.
+TMPDIR_ENV = "HPCVAL_TMPDIR"
+
+
+def start_log_environment(logs: Path) -> dict[str, str]:
+    """What ``hpcval validate`` adds to ReFrame's environment so that ReFrame's
+    start log is made in *logs* (:data:`TMPDIR_ENV`); nothing where *logs*
+    cannot be made."""
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return {}
+    return {TMPDIR_ENV: os.environ.get("TMPDIR", ""), "TMPDIR": str(logs)}
+
+
+def restore_tmpdir() -> None:
+    """In ReFrame's process, as the site config is read: ``TMPDIR`` as it was
+    before ``hpcval validate`` pointed it at the run's logs (see
+    :data:`TMPDIR_ENV`), so that the jobs, their MPI and the benchmarks see
+    the host's own temp directory. Nothing outside such a run."""
+    if TMPDIR_ENV not in os.environ:
+        return
+    import tempfile
+
+    given = os.environ.pop(TMPDIR_ENV)
+    if given:
+        os.environ["TMPDIR"] = given
+    else:
+        os.environ.pop("TMPDIR", None)
+    tempfile.tempdir = None  # chosen again from TMPDIR at its next use

@@ -216,10 +216,13 @@ def host_expectations_from_run(site: Site, run_id: str) -> dict[str, Any] | None
 
 def write_from_history(site: Site, runs: list[str] | None = None,
                        margin: float = DEFAULT_MARGIN,
-                       omitted: list[str] | None = None) -> list[Path]:
+                       omitted: list[str] | None = None,
+                       backups: list[tuple[Path, Path]] | None = None) -> list[Path]:
     """Write references (and, from a run with an audit, host expectations);
     figures that got no band are appended to *omitted*
-    (:func:`references_from_history`)."""
+    (:func:`references_from_history`), each file replaced and the copy kept
+    of it to *backups* (file, backup)."""
+    kept = [] if backups is None else backups
     written = []
     data = references_from_history(site, runs, margin=margin, omitted=omitted)
     source = f"runs {', '.join(runs)}" if runs else "the site's accepted runs"
@@ -229,13 +232,17 @@ def write_from_history(site: Site, runs: list[str] | None = None,
               "committing.\n\n")
     text = refresolve.dump_references(data, header)
     refs.load_references_text(text, site.references)  # never install what hpcval can't read
-    keep_backup(site.references)
+    backup = keep_backup(site.references)
+    if backup is not None:
+        kept.append((site.references, backup))
     written.append(atomic_write(site.references, text, "writing references"))
     if runs:
         expectations = host_expectations_from_run(site, runs[-1])
         if expectations is not None:
             body = yaml.safe_dump(expectations, sort_keys=True, default_flow_style=False)
-            keep_backup(site.host_expectations)
+            backup = keep_backup(site.host_expectations)
+            if backup is not None:
+                kept.append((site.host_expectations, backup))
             written.append(atomic_write(
                 site.host_expectations,
                 f"# Host settings of site {site.name!r} as found by the audit of run "

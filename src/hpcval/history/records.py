@@ -102,18 +102,29 @@ def _finite(values: Any) -> list[float]:
     return out
 
 
+def _nonfinite(values: Any) -> int:
+    """How many of *values* are NaN or inf."""
+    return sum(1 for v in values if isinstance(v, float) and not math.isfinite(v)) \
+        if isinstance(values, list) else 0
+
+
 def records_from_report(report: Any, run_id: str, site: str,
-                        provenance: dict[str, Any] | None = None) -> RunRecord:
+                        provenance: dict[str, Any] | None = None,
+                        nonfinite: list[tuple[str, int]] | None = None) -> RunRecord:
     """A :class:`RunRecord` from a loaded run report (:mod:`hpcval.history.runreport`)
-    and the samples files its cases left in their output directories."""
+    and the samples files its cases left in their output directories. NaN and
+    inf samples are not measurements: left out, and counted in *nonfinite*
+    (``(case key/figure, how many)``) where given."""
     s = report.session
     failed = bool(report.failures)
     prov = {"hostname": s.get("hostname"), "reframe": s.get("version"),
             "cmdline": s.get("cmdline"), "user": s.get("user"), **(provenance or {})}
     # a failed case keeps the run's other figures in baselines (each figure's own
     # case must have passed); only a regression, or a person, leaves a run out
+    # a run whose every case was skipped measured nothing: "skipped", never "pass"
+    result = "fail" if failed else "skipped" if report.all_skipped else "pass"
     run = RunRecord(run_id, site, s.get("time_start_unix"), s.get("time_end_unix"),
-                    "fail" if failed else "pass", True, str(report.path), prov)
+                    result, True, str(report.path), prov)
     for c in report.cases:
         params = {p.split("=", 1)[0].lstrip("%"): p.split("=", 1)[1]
                   for p in c.display_name.split()[1:] if p.startswith("%") and "=" in p}
@@ -129,7 +140,11 @@ def records_from_report(report: Any, run_id: str, site: str,
             value = p.value if isinstance(p.value, int | float) and p.value is not None \
                 and math.isfinite(p.value) else None
             sdata = samples.get(p.variable) if isinstance(samples.get(p.variable), dict) else {}
-            vals = _finite(sdata.get("samples"))
+            raw_samples = sdata.get("samples")
+            vals = _finite(raw_samples)
+            bad = _nonfinite(raw_samples) + int(isinstance(p.value, float) and value is None)
+            if bad and nonfinite is not None:
+                nonfinite.append((f"{rec.key}/{p.variable}", bad))
             if not vals and value is not None:
                 vals = [value]
             direction = stored_direction(sdata.get("better"), p.unit)

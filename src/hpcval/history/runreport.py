@@ -103,13 +103,38 @@ class RunReport:
         counts = Counter(skip_reason(c) for c in self.skips)
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
+    @property
+    def all_skipped(self) -> bool:
+        """Every test case skipped: nothing was validated (never ``PASS``)."""
+        return bool(self.cases) and all(c.skipped for c in self.cases)
+
+    @property
+    def dry_run(self) -> bool:
+        """Made by ``reframe --dry-run`` (or an abbreviation argparse takes):
+        the cases "pass" without running, every figure without a value."""
+        words = str(self.session.get("cmdline") or "").split()
+        if any(len(w) > 4 and "--dry-run".startswith(w) for w in words):
+            return True
+        perf = [p for c in self.cases if c.passed for p in c.perf]  # a real pass has values
+        return bool(perf) and all(p.value is None and p.result == "?" for p in perf)
+
+    @property
+    def config_file(self) -> str | None:
+        """The ReFrame configuration file the run was made with (the last one
+        ReFrame read, ``<builtin>`` aside), as the report names it."""
+        files = [str(f) for f in self.session.get("config_files") or []
+                 if str(f) != "<builtin>"]
+        return files[-1] if files else None
+
     def headline(self) -> str:
         """``24 passed, 0 failed, 12 skipped: PASS``; a run stopped with cases
-        not run that failed none ends ``INTERRUPTED``, never ``PASS``."""
+        not run that failed none ends ``INTERRUPTED``, never ``PASS``; a run
+        whose every case was skipped ends ``NOTHING VALIDATED``."""
         passed = sum(c.passed for c in self.cases)
         failed = len(self.failures)
         not_run = f"{len(self.not_run)} not run, " if self.not_run else ""
-        word = "FAIL" if failed else "INTERRUPTED" if self.not_run else "PASS"
+        word = ("FAIL" if failed else "INTERRUPTED" if self.not_run
+                else "NOTHING VALIDATED" if self.all_skipped else "PASS")
         return f"{passed} passed, {failed} failed, {not_run}{len(self.skips)} skipped: {word}"
 
 
@@ -130,9 +155,17 @@ def load_run_report(path: str | Path) -> RunReport:
     program the cases share) is left out; one that failed is a failed case."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise HpcvalError(f"{path}: not a regular file (a device or a pipe), not a run "
+                              "report; give a run report file or a run id")
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise HpcvalError(f"{path}: run report not found") from None
+        raise HpcvalError(f"{path}: run report not found (give its path, its file name in "
+                          "var/<site>/reports/ or its run id; `hpcval history` lists the "
+                          "stored runs)") from None
+    except IsADirectoryError:
+        raise HpcvalError(f"{path}: a directory, not a run report; give a run report file "
+                          "(var/<site>/reports/run-report-<run id>.json) or a run id") from None
     except (OSError, ValueError) as err:
         raise HpcvalError(f"{path}: not a readable ReFrame run report: {err}") from None
     try:

@@ -14,7 +14,9 @@ Any of them is narrowed by a time range (``--a-since``/``--a-until``, UTC,
 ``2026-11-20`` or ``2026-11-20T14:00``) and by where the cases ran
 (``--a-partition``, ``--a-environ``): with ``--a-environ impi --b-environ
 openmpi`` the same check on the same nodes is compared across MPI stacks.
-Interrupted runs never belong to a side.
+Runs nobody would compare never belong to a side: interrupted ones, orphaned
+ones (their hpcval died: never judged) and those a person rejected (``hpcval
+history --reject``); :class:`Sides` says which were left out and why.
 """
 
 from __future__ import annotations
@@ -152,9 +154,20 @@ def run_tags(run: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
 
 
-def select_runs(side: Side, runs: Sequence[Mapping[str, Any]]) -> list[str]:
+#: why a run a side would hold is left out, by its result
+LEFT_OUT = {"interrupted": "interrupted", "orphaned": "orphaned (never judged)"}
+#: why a run a person rejected is left out
+REJECTED = "rejected (hpcval history --reject)"
+
+
+def select_runs(side: Side, runs: Sequence[Mapping[str, Any]],
+                rejected: Collection[str] = (),
+                left_out: dict[str, str] | None = None) -> list[str]:
     """The stored run ids a side means, oldest first (for ``baseline``: the
-    accepted runs, of which each figure takes its last ``k``)."""
+    accepted runs, of which each figure takes its last ``k``). Interrupted and
+    orphaned runs and the *rejected* ones are not taken: each that the side
+    would have held is put in *left_out* with why."""
+    dropped: dict[str, str] = {}
     known = {r["run_id"]: r for r in runs}
     if side.run_ids is not None:
         missing = [i for i in side.run_ids if i not in known]
@@ -166,8 +179,6 @@ def select_runs(side: Side, runs: Sequence[Mapping[str, Any]]) -> list[str]:
         chosen = list(runs)
     out = []
     for r in chosen:
-        if r["result"] == "interrupted":
-            continue
         if side.baseline and not r["accepted"]:
             continue
         started = r.get("started")
@@ -178,11 +189,29 @@ def select_runs(side: Side, runs: Sequence[Mapping[str, Any]]) -> list[str]:
         tags = run_tags(r)
         if any(tags.get(k) != v for k, v in side.tags.items()):
             continue
+        why = LEFT_OUT.get(r["result"]) or (REJECTED if r["run_id"] in rejected else None)
+        if why is not None:
+            dropped[r["run_id"]] = why
+            continue
         out.append(r["run_id"])
+    if left_out is not None:
+        left_out.update(dropped)
     if not out:
+        also = f"; {left_out_text(dropped)}" if dropped else ""
         raise InputError(f"side {side.label} ({side.describe()}): no stored run matches "
-                         "(`hpcval history` lists the runs and their tags)")
+                         f"(`hpcval history` lists the runs and their tags){also}")
     return out
+
+
+def left_out_text(left_out: Mapping[str, str]) -> str:
+    """``left out 2 run(s) nobody would compare: 1 orphaned (never judged) (RUN),
+    1 rejected (hpcval history --reject) (RUN)``: one line."""
+    by_why: dict[str, list[str]] = {}
+    for run_id, why in left_out.items():
+        by_why.setdefault(why, []).append(run_id)
+    parts = [f"{len(ids)} {why} ({', '.join(sorted(ids)[:3])}{', ...' if len(ids) > 3 else ''})"
+             for why, ids in sorted(by_why.items())]
+    return f"left out {len(left_out)} run(s) nobody would compare: {'; '.join(parts)}"
 
 
 @dataclass
@@ -194,6 +223,8 @@ class Sides:
     runs_b: list[str]
     only_a: list[str]
     only_b: list[str]
+    #: runs the sides would have held that no comparison takes, with why
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def _match_key(case_key: str, variable: str, drop_partition: bool, drop_environ: bool,
@@ -265,7 +296,10 @@ def resolve(store: Store, a: Side, b: Side, settings: JudgingSettings,
     """Both sides' figures from the store, matched by check, parameters, system,
     partition and environment (the last two only where neither side selects one)."""
     runs = store.runs()
-    ids_a, ids_b = select_runs(a, runs), select_runs(b, runs)
+    rejected = {r for r, h in store.holds().items() if h.get("state") == "rejected"}
+    left_out: dict[str, str] = {}
+    ids_a = select_runs(a, runs, rejected, left_out)
+    ids_b = select_runs(b, runs, rejected, left_out)
     # sides that select other cases (Intel MPI against Open MPI, one partition
     # against another) may share runs: each run then gives both sides a figure
     other_cases = ((a.environ or b.environ) and a.environ != b.environ) or (
@@ -313,4 +347,4 @@ def resolve(store: Store, a: Side, b: Side, settings: JudgingSettings,
     return Sides(figures, sorted(used_a, key=order.__getitem__),
                  sorted(used_b, key=order.__getitem__),
                  sorted("/".join((k[0], k[4])) for k in pa if k not in pb),
-                 sorted("/".join((k[0], k[4])) for k in pb if k not in pa))
+                 sorted("/".join((k[0], k[4])) for k in pb if k not in pa), left_out)

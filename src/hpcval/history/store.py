@@ -3,7 +3,7 @@
 An embedded SQLite database, ``var/<site>/history.sqlite``, beside the JSON run
 reports ReFrame writes (``var/<site>/reports/``). The reports are the record;
 the database is an index over them that can be rebuilt from them at any time
-(:meth:`Store.rebuild`), so a corrupt or lost database loses nothing. SQLite
+(:func:`hpcval.history.rebuild.rebuild`), so a corrupt or lost database loses nothing. SQLite
 needs no server, survives a crash mid-write (a transaction either lands whole
 or not at all) and lets two runs finishing at once both write (WAL journal,
 busy timeout). ReFrame's own results database does not keep samples within a
@@ -29,6 +29,7 @@ What a run report becomes before it is stored (the records, read back as
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -37,8 +38,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hpcval.core.errors import HpcvalError, StoreError
-from hpcval.core.fileio import os_fault, unused_name
+from hpcval.core.errors import HpcvalError, InputError, StoreError
+from hpcval.core.fileio import disk_full, os_fault
 from hpcval.history.records import (
     CaseRecord,
     FigureRecord,
@@ -113,14 +114,6 @@ _POINTS_ORDER = " ORDER BY " + _RUN_ORDER.replace("started", "r.started").replac
     "rowid", "r.rowid")
 
 
-def _saved_verdicts(report: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(verdicts_path(report).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 class Store:
     """The results store of one site (``var/<site>/history.sqlite``)."""
 
@@ -136,7 +129,7 @@ class Store:
     @contextlib.contextmanager
     def connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         if not write and not self.path.exists():
-            raise StoreError(f"{self.path}: no results store yet; run "
+            raise InputError(f"{self.path}: no results store yet; run "
                              f"`hpcval validate --site {self.path.parent.name}` first")
         try:
             if write:
@@ -172,9 +165,13 @@ class Store:
         except sqlite3.OperationalError as err:
             conn.rollback()
             text = str(err)
-            if "disk" in text and "full" in text:
-                raise StoreError(f"{self.path}: disk full while writing the results store; "
-                                 "free space and run `hpcval store rebuild`") from None
+            full = disk_full(self.path, f"{'writing' if write else 'reading'} the results "
+                             "store") if "disk" in text else None
+            if full is not None or ("disk" in text and "full" in text):
+                # SQLite makes its -shm file even to read: "disk I/O error" on a full disk
+                raise StoreError(str(full or os_fault(
+                    self.path, OSError(errno.ENOSPC, "disk full"), "writing the results store"))
+                ) from None
             if "readonly" in text or "read-only" in text or (
                     "unable to open" in text and not os.access(self.path.parent, os.W_OK)):
                 # SQLite writes its -wal and -shm files beside the store even to read it
@@ -328,85 +325,6 @@ class Store:
             d["samples"] = _finite(json.loads(d["samples"])) if d["samples"] else []
             out.append(d)
         return out
-
-    # -- repair -----------------------------------------------------------
-    def rebuild(self, reports: list[Path], site: str) -> tuple[int, list[str], Path | None]:
-        """Make the database anew from the run reports hpcval judged (those with
-        ``verdicts/<run id>.json``, or stored in the old store when it is
-        healthy; a plain ReFrame report, a dry run or a run whose hpcval died
-        before judging it is listed in the skipped ones). The
-        new file is written beside and moved in place; a corrupt old file is kept
-        aside as ``history.sqlite.<time>-<random>.broken``, a healthy one is
-        replaced. Returns the number of runs stored, the reports skipped (each
-        with why) and the old file kept aside, if any."""
-        from hpcval.history.runreport import load_run_report
-
-        healthy = False
-        #: runs the old store holds (result, accepted): stored by hpcval, kept
-        #: even where their verdicts file is missing (stored before it existed)
-        known: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            try:
-                known = {r["run_id"]: {"result": r["result"], "accepted": bool(r["accepted"])}
-                         for r in self.runs()}
-                healthy = True
-            except StoreError:
-                healthy = False
-        skipped: list[str] = []
-        loaded = []
-        for path in sorted(reports):
-            if not verdicts_path(path).is_file() and \
-                    path.stem.removeprefix("run-report-") not in known:
-                skipped.append(f"{path}: never judged by hpcval (no {verdicts_path(path)}): a "
-                               "plain ReFrame report, a dry run or a run whose hpcval died "
-                               "before judging it; not imported")
-                continue
-            try:
-                loaded.append((path, load_run_report(path)))
-            except HpcvalError as err:
-                skipped.append(str(err))
-        # stored in the order the runs ran, as they were when first stored
-        loaded.sort(key=lambda pr: (pr[1].session.get("time_start_unix") or 0, pr[0].name))
-        fresh = unused_name(self.path, "rebuilding")
-        count = 0
-        try:
-            with Store(fresh).connect(write=True) as conn:
-                for path, report in loaded:
-                    run_id = path.stem.removeprefix("run-report-")
-                    run = records_from_report(report, run_id, site)
-                    saved = _saved_verdicts(path) or known.get(run_id, {})
-                    if isinstance(saved.get("tags"), dict):
-                        # `hpcval validate --tag`: kept beside the report with the verdicts
-                        run.provenance["tags"] = {str(k): str(v)
-                                                  for k, v in saved["tags"].items()}
-                    run.result = str(saved.get("result", run.result))
-                    run.accepted = bool(saved.get("accepted", run.result != "regressed"))
-                    self._insert(conn, run)
-                    if isinstance(saved.get("held"), dict):
-                        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                     (f"{HOLD_KEY}{run_id}", json.dumps(saved["held"])))
-                    conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
-                                     [(run_id, k, v, o, json.dumps(d, default=str))
-                                      for k, v, o, d in saved.get("verdicts", [])])
-                    count += 1
-            kept = None
-            sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
-            if self.path.exists() and not healthy:
-                kept = unused_name(self.path, "broken")  # rename would replace an existing one
-                self.path.rename(kept)
-                for side in sides:
-                    if side.exists():
-                        side.rename(kept.with_name(kept.name + side.name[-4:]))
-            for side in sides:  # a healthy store's journal must not meet the new file
-                side.unlink(missing_ok=True)
-            os.replace(fresh, self.path)
-        except OSError as err:
-            raise os_fault(self.path, err, "rebuilding the results store") from None
-        finally:
-            for leftover in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
-        return count, skipped, kept
 
 
 def _point(r: Any) -> HistoryPoint:

@@ -32,8 +32,9 @@ from hpcval.reporting.report import PerfValue
 #: Outcomes of a figure's history verdict (docs/judging.md), in this order.
 OUTCOMES = ("regressed", "unstable", "improved", "warn", "inconclusive", "pass",
             "no-baseline")
-#: A run's results: the cases' pass/fail, a regression, an interrupted or orphaned run.
-RUN_RESULTS = ("pass", "fail", "regressed", "interrupted", "orphaned")
+#: A run's results: the cases' pass/fail, a regression (or an unstable figure that
+#: failed the run), an interrupted or orphaned run, a run whose every case skipped.
+RUN_RESULTS = ("pass", "fail", "regressed", "unstable", "interrupted", "orphaned", "skipped")
 
 FIGURE_LABELS = ("site", "system", "partition", "environ", "check", "parameters", "figure",
                  "unit")

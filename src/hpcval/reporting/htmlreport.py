@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval.core.errors import HpcvalError
+from hpcval.core.fileio import atomic_write
 from hpcval.history.runreport import CaseResult, RunReport
 from hpcval.reporting import sizereport, svgplot
 from hpcval.reporting.report import (
@@ -338,14 +338,7 @@ def render_html(report: RunReport, extra_sections: list[str] | None = None,
 def write_html(report: RunReport, out: str | Path,
                extra_sections: list[str] | None = None,
                history: RunHistory | None = None) -> Path:
-    """Write the HTML report atomically (never a half-written file)."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(render_html(report, extra_sections, history))
-        tmp.replace(out)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise HpcvalError(f"{out}: cannot write the HTML report: {err.strerror}") from None
-    return out
+    """Write the HTML report atomically (never a half-written file; a full
+    disk or a read-only directory is an environment fault, exit 3)."""
+    return atomic_write(out, render_html(report, extra_sections, history),
+                        "writing the HTML report")

@@ -388,6 +388,9 @@ def run_verdict(report: RunReport, rows: list[Row], run_id: str = "",
     if run_result == "orphaned":  # its hpcval died: never judged, never a baseline
         return "FAIL", (f"RESULT: ORPHANED  {failed} failed of {len(report.cases)} test cases "
                         f"that ran on after hpcval died; not judged{run}")
+    if report.all_skipped:  # nothing measured: never a PASS (reasons under "Skipped:")
+        return "FAIL", (f"RESULT: NOTHING VALIDATED  every one of the {len(report.cases)} "
+                        f"test case(s) was skipped{run}")
     if failed or alarms["regressed"] or alarms["unstable"]:
         return "FAIL", (f"RESULT: FAIL  {failed} failed, {alarms['regressed']} regressed, "
                         f"{alarms['unstable']} unstable of {len(figures)} figures{run}")

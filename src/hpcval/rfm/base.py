@@ -33,7 +33,7 @@ from reframe.core.builtins import run_after, run_before, variable
 from hpcval.core.figures import Figure
 from hpcval.core.series import MIN_SAMPLES
 from hpcval.node import topology
-from hpcval.rfm import launch, placement, programs
+from hpcval.rfm import launch, placement, programs, sitevalues
 from hpcval.rfm import references as rfm_references
 from hpcval.rfm import samples as rfm_samples
 
@@ -132,6 +132,12 @@ class HpcvalTest(rfm.RegressionTestPlugin):
     @run_after("init")
     def _hpcval_declare_figures(self) -> None:
         rfm_samples.declare_figures(self)
+
+    @run_after("setup")
+    def _hpcval_check_site_values(self) -> None:
+        # plain ReFrame runs no `hpcval validate`: a site value no machine has
+        # fails the check here, before any launch (hpcval.rfm.sitevalues)
+        sitevalues.check_test(self)
 
     @run_after("setup")
     def _hpcval_record_stack(self) -> None:

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hpcval.core.paths import restore_tmpdir
 from hpcval.core.runid import current_run_id
 from hpcval.site import SITE_DIR_EXTRA, Site
 
@@ -31,6 +32,7 @@ def common_sections(site_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     (``var/<site>/history.sqlite``, :mod:`hpcval.history.store`) keeps every run with its
     samples and provenance, and is rebuilt from the JSON run reports at any time.
     """
+    restore_tmpdir()  # hpcval validate pointed it at the run's logs for ReFrame's start log
     site = Site.from_dir(site_dir)
     for directory in (site.reports_dir, site.perflogs_dir, site.topology_dir):
         directory.mkdir(parents=True, exist_ok=True)

@@ -19,14 +19,18 @@ from hpcval.site import Site
 
 def keep_reframe_start_log(site: Site, run_id: str, since: float) -> Path | None:
     """ReFrame logs its start (reading the site config) to ``rfm-*.log`` in
-    the system's temp directory, before the site config's own log takes
-    over, and leaves it there: moved to ``var/<site>/logs/<run id>.reframe-start.log``.
-    Its file is the one made since *since* that names this site's config (one
-    validation of a site runs at a time: the site lock)."""
+    its temp directory, before the site config's own log takes over, and
+    leaves it there; ``hpcval validate`` points that directory at the run's
+    log directory (:func:`hpcval.core.paths.start_log_environment`), where
+    the file is renamed ``<run id>.reframe-start.log`` (the system's temp
+    directory is looked in too, where the logs could not be made). Its file is
+    the one made since *since* that names this site's config (one validation
+    of a site runs at a time: the site lock)."""
     import tempfile
 
     needle = f"Loading configuration file: '{site.config}'"
-    for path in Path(tempfile.gettempdir()).glob("rfm-*.log"):
+    logs = site.run_log(run_id).parent
+    for path in [*logs.glob("rfm-*.log"), *Path(tempfile.gettempdir()).glob("rfm-*.log")]:
         try:
             if path.stat().st_mtime < since - 1 or needle not in path.read_text(
                     errors="replace")[:20000]:

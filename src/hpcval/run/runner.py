@@ -47,6 +47,7 @@ from hpcval.core.errors import (
     input_failure,
 )
 from hpcval.core.fileio import atomic_write, os_fault
+from hpcval.core.paths import start_log_environment
 from hpcval.core.runid import ENV as RUN_ID_ENV
 from hpcval.core.runid import new_run_id
 from hpcval.reporting.htmlreport import write_html
@@ -54,6 +55,7 @@ from hpcval.reporting.report import RunHistory, RunReport, load_run_report, verd
 from hpcval.run import hostload, procs
 from hpcval.run.earlier import keep_reframe_start_log, settle_earlier_run
 from hpcval.run.lock import site_lock
+from hpcval.run.outputlines import bounded_lines
 from hpcval.run.procs import RunStopper
 from hpcval.run.storecheck import (
     MIN_FREE_BYTES,
@@ -64,13 +66,15 @@ from hpcval.run.storecheck import (
     _site_files_stamp,
     check_store,
 )
+from hpcval.run.storedrun import judged_report, latest_report, run_id_of, stored_result
 from hpcval.site import Site
 
 #: re-exported: callers and tests read them here
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "MIN_FREE_BYTES", "NOTHING_SELECTED", "RECORD_ENV",
            "SITE_FILES_STAMP", "STORE_LOCK_WAIT", "Outcome", "_preflight",
            "_site_files_checked", "_site_files_stamp", "check_store", "keep_reframe_start_log",
-           "latest_report", "publish", "reframe_command", "republish", "run_reframe",
+           "latest_report", "publish", "reframe_command", "republish", "republish_run",
+           "run_reframe",
            "settle_earlier_run", "validate"]
 
 #: Set for ReFrame by ``validate --record``: checks run and report their figures
@@ -103,39 +107,21 @@ def reframe_command() -> list[str]:
     return [found]
 
 
-def latest_report(site: Site) -> Path:
-    import json
-
-    from hpcval.history.store import run_reports
-
-    reports = run_reports(site.reports_dir)
-    # a report cut short (0 bytes, half a JSON document: a disk that filled as
-    # it was written) never becomes the latest
-    for path in reversed(reports):
-        try:
-            if path.stat().st_size > 0:
-                json.loads(path.read_bytes())
-                return path
-        except (OSError, ValueError):
-            pass
-        print(f"hpcval: {path}: empty or cut short (a disk that filled?): not the latest run",
-              file=sys.stderr)
-    raise InputError(f"{site.reports_dir}: no run reports yet; run "
-                     f"`hpcval validate --site {site.name}` first")
-
-
 def publish(report_path: Path, site: Site, out: IO[str] = sys.stdout,
-            extra_sections: list[str] | None = None, extra_text: str = ""
+            extra_sections: list[str] | None = None, extra_text: str = "",
+            latest: bool = True, report: RunReport | None = None
             ) -> tuple[RunReport, Path]:
-    """Print the verdict of a stored run and write its HTML report (and
-    ``latest.html``)."""
-    report = load_run_report(report_path)
+    """Print the verdict of a stored run and write its HTML report (and, when
+    it is the site's ``latest`` run, ``latest.html``)."""
+    report = load_run_report(report_path) if report is None else report
     history = RunHistory.load(site, report_path.stem.removeprefix("run-report-"), report)
     print(verdict_table(report, history) + extra_text, file=out)
     html = write_html(report, site.html_dir / f"{report_path.stem}.html", extra_sections,
                       history)
     try:
-        atomic_write(site.html_dir / "latest.html", html.read_bytes(), "writing latest.html")
+        if latest:
+            atomic_write(site.html_dir / "latest.html", html.read_bytes(),
+                         "writing latest.html")
     except OSError as err:
         raise os_fault(html, err, "reading the HTML report") from None
     print(f"HTML report: {html}", file=out)
@@ -259,7 +245,7 @@ def run_reframe(cmd: list[str], env: dict[str, str], cwd: Path, out: IO[str],
                     with contextlib.suppress(HpcvalError):
                         procs.record_run(stopper.record, stopper.run_id, proc.pid)
             assert proc.stdout is not None
-            for text in proc.stdout:
+            for text in bounded_lines(proc.stdout):  # an 80 MB line: 4 KiB of it
                 console.line(text)
             rc = proc.wait()
             if stopper is not None and stopper.signum is not None:
@@ -313,7 +299,8 @@ def validate(site_name: str, reframe_args: list[str] | None = None,
     report_path = site.report_path(run_id)
     cmd = [*reframe_command(), "-C", str(site.config), "-c", str(site.checks_dir),
            "-R", "-r", "--report-file", str(report_path), *(reframe_args or [])]
-    env = {**os.environ, RUN_ID_ENV: run_id}
+    env = {**os.environ, RUN_ID_ENV: run_id,
+           **start_log_environment(site.run_log(run_id).parent)}
     if record:
         env[RECORD_ENV] = "1"
     else:
@@ -414,7 +401,7 @@ def _conclude(site: Site, run_id: str, report_path: Path, console: _Console,
                             tags=tags)
     if record:
         verdicts.write_recorded_contract(site, run_id, report, out)
-    failed = bool(report.failures) or rc != 0 or judged.regressed
+    failed = bool(report.failures) or rc != 0 or judged.regressed or report.all_skipped
     if judged.store_error is not None:
         print(f"hpcval: error: {judged.store_error} (this run is kept in {report_path})",
               file=sys.stderr)
@@ -467,10 +454,27 @@ def _interrupted(site: Site, run_id: str, report_path: Path, console: _Console,
 
 def republish(site: Site, report_path: Path, out: IO[str] = sys.stdout) -> RunReport:
     """The verdict and HTML of a stored run again, with its stored verdicts."""
+    return republish_run(site, report_path, out)[0]
+
+
+def republish_run(site: Site, report_path: Path, out: IO[str] = sys.stdout,
+                  latest: bool = True) -> tuple[RunReport, bool]:
+    """:func:`republish`, and whether the run failed (its exit code 1): a case
+    failed or was not run, a figure regressed, it was stopped, or every case
+    was skipped. A report that is no run hpcval judged for the site (a dry
+    run, another site's, never stored, orphaned) is refused (exit 2,
+    :mod:`hpcval.run.storedrun`), its page never written."""
     from hpcval.run import verdicts
 
-    run_id = report_path.stem.removeprefix("run-report-")
-    report = load_run_report(report_path)
+    run_id = run_id_of(report_path)
+    report = judged_report(site, report_path)
     judged = verdicts.stored(site, run_id, report)
-    report, _ = publish(report_path, site, out, judged.html_sections, judged.text)
-    return report
+    report, _ = publish(report_path, site, out, judged.html_sections, judged.text,
+                        latest=latest, report=report)
+    failed = (bool(report.failures or report.not_run) or report.all_skipped
+              or judged.regressed or stored_result(site, run_id) in FAILED_RESULTS)
+    return report, failed
+
+
+#: stored results of a run that fails it whatever its cases say
+FAILED_RESULTS = ("regressed", "unstable", "interrupted")

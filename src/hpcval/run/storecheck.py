@@ -16,13 +16,9 @@ import time
 from pathlib import Path
 from typing import IO
 
-from hpcval.core.errors import EnvironmentFault
-from hpcval.core.fileio import os_fault
+from hpcval.core.fileio import MIN_FREE_BYTES, disk_full, os_fault
 from hpcval.site import Site
 from hpcval.site import references as refs
-
-#: Free space the results store needs before a run starts.
-MIN_FREE_BYTES = 64 << 20
 
 #: what the last successful check of a site's files saw (see :func:`_site_files_stamp`)
 SITE_FILES_STAMP = "site-files.checked"
@@ -79,9 +75,9 @@ def _preflight(site: Site, store_wait: float = 60.0) -> None:
         probe.unlink()
     except OSError as err:
         raise os_fault(site.var, err, "preparing the results store") from None
-    if free < MIN_FREE_BYTES:
-        raise EnvironmentFault(f"{site.var}: disk full ({free >> 20} MiB free, a run needs "
-                               f"{MIN_FREE_BYTES >> 20} MiB); free space and run again")
+    full = disk_full(site.var, "preparing the results store for a run", MIN_FREE_BYTES, free)
+    if full is not None:
+        raise full
     check_store(site, wait=store_wait)
 
 

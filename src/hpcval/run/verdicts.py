@@ -181,7 +181,8 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         try:  # the mark `store rebuild` imports a run by: hpcval stored it
             atomic_write(_verdicts_file(site, run_id),
                          json.dumps({"result": run.result, "accepted": run.accepted,
-                                     "recorded": True, "verdicts": []}, indent=1),
+                                     "recorded": True, "verdicts": [], **_tags_entry(tags)},
+                                    indent=1),
                          "writing the run's verdicts")
         except HpcvalError as err:
             judged.store_error = err
@@ -428,9 +429,11 @@ def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[
     from hpcval.history import contract
 
     omitted: list[str] = []
+    backups: list[tuple[Any, Any]] = []
     try:
         written = contract.write_from_history(site, runs=[run_id],
-                                              margin=contract.RECORD_MARGIN, omitted=omitted)
+                                              margin=contract.RECORD_MARGIN, omitted=omitted,
+                                              backups=backups)
     except contract.NoPassedCase as err:
         if not report.failures:
             raise
@@ -440,5 +443,7 @@ def write_recorded_contract(site: Site, run_id: str, report: RunReport, out: IO[
         return
     for path in written:
         print(f"wrote {path} (review it before committing)", file=out)
+    for path, backup in backups:
+        print(f"previous {path.name} kept as {backup}", file=out)
     if omitted:
         print(contract.omitted_note(site, omitted), file=out)

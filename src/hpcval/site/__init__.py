@@ -172,9 +172,20 @@ class Site:
 
                 raise os_fault(fault.filename or self.var, fault,
                                f"reading the site config {self.config}") from None
-            cause = f": {err.__cause__}" if err.__cause__ else ""
-            raise SiteError(f"{self.config}: the site config fails to load: {err}{cause}") \
-                from None
+            # one line: ReFrame's schema error (jsonschema's) runs over twenty,
+            # the schema and the instance printed whole
+            said = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            cause = err.__cause__
+            if cause is not None:
+                line = (str(getattr(cause, "message", "") or cause).strip().splitlines()
+                        or [""])[0]
+                at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                             for p in getattr(cause, "absolute_path", ()) or ())
+                if at:
+                    said = f"{said} (at {at.lstrip('.')})"
+                elif line and line not in said:
+                    said = f"{said}: {line}"
+            raise SiteError(f"{self.config}: the site config fails to load: {said}") from None
         return config
 
     def load_references(self, known_checks: Any = None) -> ReferencesFile:

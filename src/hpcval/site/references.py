@@ -40,7 +40,7 @@ from typing import Any
 
 from hpcval.core.errors import ReferencesError
 from hpcval.core.figures import band_bounds
-from hpcval.core.yamlio import load_yaml_bounded
+from hpcval.core.yamlio import load_yaml_bounded, read_bounded
 from hpcval.site import checks
 
 SPECIAL_INDEX_KEYS = ("$system", "$partition", "$environ")
@@ -257,7 +257,7 @@ def load_references(path: str | Path, known_checks: Iterable[str] | None = None,
     path = Path(path)
     spath = str(path)
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, ReferencesError)
     except FileNotFoundError:
         raise ReferencesError(spath, "", "references file not found") from None
     except OSError as err:

@@ -35,12 +35,14 @@ def resolve_environment(name_or_dir: str | Path, root: str | Path | None = None)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+    """A manifest or an include: bounded YAML (:mod:`hpcval.core.yamlio`: UTF-8, one
+    line naming the file and line of a syntax error), a mapping at the top."""
+    from hpcval.core.yamlio import load_yaml_bounded, read_bounded
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise InputError(f"{path}: not valid YAML: {err}") from None
+    def error(file: str, where: str, reason: str) -> InputError:
+        return InputError(f"{file}: {where + ': ' if where else ''}{reason}")
+
+    data = load_yaml_bounded(read_bounded(path, error), str(path), error)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping at the top")
     return data
@@ -125,11 +127,33 @@ def read_lock(env_dir: str | Path) -> dict[str, Any]:
     path = Path(env_dir) / "spack.lock"
     if not path.is_file():
         raise InputError(missing_lock(env_dir))
+    again = f"run `hpcval spack lock --env {Path(env_dir).name}`"
     try:
-        return dict(json.loads(path.read_text()))
+        lock = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 (byte offset {err.start}): not a Spack lock; "
+                         f"{again}") from None
     except json.JSONDecodeError as err:
-        raise InputError(f"{path}: not valid JSON ({err}): run `hpcval spack lock "
-                         f"--env {Path(env_dir).name}`") from None
+        raise InputError(f"{path}: not valid JSON ({err}): {again}") from None
+    problem = _lock_shape(lock)
+    if problem:
+        raise InputError(f"{path}: {problem}: not a Spack lock; {again}")
+    return dict(lock)
+
+
+def _lock_shape(lock: Any) -> str | None:
+    """What makes *lock* no Spack lock (what hpcval reads of one), or None."""
+    if not isinstance(lock, dict):
+        return f"a JSON {type(lock).__name__}, not an object"
+    specs = lock.get("concrete_specs", {})
+    if not isinstance(specs, dict) or not all(isinstance(n, dict) and "name" in n
+                                              for n in specs.values()):
+        return "concrete_specs is not a map of hash to spec"
+    roots = lock.get("roots", [])
+    if not isinstance(roots, list) or not all(isinstance(r, dict) and r.get("hash") in specs
+                                              for r in roots):
+        return "roots does not list specs of concrete_specs by hash"
+    return None
 
 
 def paths_made_elsewhere(env_dir: str | Path, lock: dict[str, Any]) -> list[str]:

@@ -287,8 +287,15 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
     for src in sources:
         target = mirror / src.mirror_path()
         recipe = recipes.get(src.package) if src.kind == "archive" else None
-        if target.is_file() and src.sha256 and archive_problem(target, src.sha256) is None:
+        problem = archive_problem(target, src.sha256) if target.is_file() and src.sha256 \
+            else None
+        if target.is_file() and src.sha256 and problem is None:
             result.present.append(f"{src.label}: {target} (sha256 verified)")
+            continue
+        if recipe is None and problem is not None:
+            # a truncated or foreign file where the archive goes: Spack would refuse it
+            result.wrong.append(f"{src.label}: {problem.split(': remake')[0]}: fetch "
+                                f"{src.url} again on a machine with network")
             continue
         if recipe is None:
             why = (NOT_FROM_GIT.get(src.package, "no recipe reproduces it from a repository")
@@ -344,14 +351,25 @@ def site_scope() -> Path | None:
 
 
 def _site_yaml(name: str) -> dict[str, Any]:
-    import yaml
+    """``$SPACK_ROOT/etc/spack/site/<name>``; one that is not YAML, or not a mapping,
+    is named (exit 2), never taken as empty."""
+    from hpcval.core.yamlio import load_yaml_bounded, read_bounded
 
     scope = site_scope()
     path = scope / name if scope else None
     if path is None or not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
-    return dict(data) if isinstance(data, dict) else {}
+
+    def error(file: str, where: str, reason: str) -> InputError:
+        return InputError(f"{file}: {where + ': ' if where else ''}{reason} (Spack's site "
+                          "configuration: docs/spack.md, section 1)")
+
+    data = load_yaml_bounded(read_bounded(path, error), str(path), error)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise error(str(path), "", "expected a mapping at the top")
+    return dict(data)
 
 
 def default_builtin() -> Path | None:

@@ -1,0 +1,158 @@
+"""``hpcval health`` end to end: passes until the finding is confirmed
+(:mod:`hpcval.vet.healthstorm`), one line, and what is done to Slurm
+(:mod:`hpcval.vet.healthdrain`)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcval.core.errors import HpcvalError
+from hpcval.vet import healthdrain, healthstorm
+from hpcval.vet.health import HealthVerdict, judge_health, measure_here
+from hpcval.vet.judge import JudgeSettings
+from hpcval.vet.sitecfg import VetSite
+
+
+@dataclass
+class GateOptions:
+    samples: int = 5
+    budget: float = 50.0
+    #: random delay before each confirming pass (seconds, low and high)
+    confirm: tuple[float, float] = (2.0, 10.0)
+    #: random delay before the first pass (0: none)
+    spread: float = 0.0
+    #: seconds of each CPU-share spin (one before, one after each pass)
+    spin: float = 0.5
+    drain: bool = False
+    rule: healthdrain.ShareRule = field(default_factory=healthdrain.ShareRule)
+    #: where the record goes (None: ``var/<site>/health/``; a node's own directory
+    #: where ``var/`` is shared read-only)
+    record_dir: Path | None = None
+
+
+def audit_bad(audit: list[dict[str, Any]], untaken: set[str] | frozenset[str] = frozenset()
+              ) -> list[str]:
+    """The audit's misses, but for the limits the gate could not take from the
+    node (what it reads there is the launching shell's)."""
+    return [f"{f['setting']} found {f.get('found')!r}, expected {f.get('expected')}"
+            for f in audit if f.get("status") in ("mismatch", "unknown")
+            and f.get("setting") not in untaken]
+
+
+class _Passes:
+    """Measures and judges one pass at a time, keeping the last one's figures."""
+
+    def __init__(self, site: VetSite, node: str, results: list[dict[str, Any]],
+                 settings: JudgeSettings, opts: GateOptions, untaken: set[str]) -> None:
+        self.site, self.node, self.results = site, node, results
+        self.untaken = untaken
+        self.settings, self.opts = settings, opts
+        self.figures: dict[str, list[float]] = {}
+        self.verdict: HealthVerdict | None = None
+
+    def __call__(self, budget: float, light: bool = False) -> healthstorm.PassResult:
+        started, t0 = time.time(), time.monotonic()
+        before = healthstorm.spin(self.opts.spin)
+        if light:
+            after = healthstorm.spin(self.opts.spin)
+            share, ev = healthstorm.share_status([before, after])
+            return healthstorm.PassResult(started, time.monotonic() - t0, [before, after],
+                                          {"cpu_share": share},
+                                          {"cpu_share": ev} if ev else {}, light=True)
+        figures, audit = measure_here(self.site, self.opts.samples,
+                                      budget - 2 * self.opts.spin - 0.5)
+        after = healthstorm.spin(self.opts.spin)
+        verdict = judge_health(self.node, figures, audit, self.results, self.settings)
+        self.figures, self.verdict = figures, verdict
+        status, evidence = healthstorm.classify(verdict.figures,
+                                                audit_bad(audit, self.untaken),
+                                                [before, after])
+        return healthstorm.PassResult(started, time.monotonic() - t0, [before, after],
+                                      status, evidence)
+
+
+def _busy(c: healthstorm.Confirmation) -> str:
+    fair = [p.fair for p in c.passes]
+    others = max(r.others for p in c.passes for r in p.contention)
+    cpus = c.passes[0].contention[0].cpus
+    return (f"{len(c.passes)} pass(es), fair share {min(fair):.2f}-{max(fair):.2f} of a CPU "
+            f"(up to {others:.0f} other runnable tasks on {cpus} CPU(s)), "
+            f"under {healthstorm.BUSY_SHARE} in every pass")
+
+
+def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
+             settings: JudgeSettings, opts: GateOptions, run_id: str,
+             rng: random.Random | None = None) -> tuple[str, int]:
+    """The gate's one line and exit code (0 ok, 1 off, 3 not judged)."""
+    rng = rng or random.Random()
+    t0 = time.monotonic()
+    note, untaken = healthstorm.take_node_limits(node)
+    if opts.spread > 0:
+        time.sleep(rng.uniform(0, opts.spread))
+    passes = _Passes(site, node, results, settings, opts, untaken)
+    left = opts.budget - (time.monotonic() - t0)
+
+    notes: list[str] = [note]
+    try:
+        conf = healthstorm.confirm_loop(passes, left, opts.confirm, rng=rng,
+                                        log=notes.append)
+    except HpcvalError as err:
+        return f"health {node}: not judged: {err}", err.exit_code
+    seconds = time.monotonic() - t0
+    verdict = passes.verdict
+    assert verdict is not None
+    took = f" in {seconds:.0f} s"
+    gaps = [b.started - (a.started + a.seconds) for a, b in
+            zip(conf.passes, conf.passes[1:], strict=False)]
+    how = (f"{len(conf.passes)} passes" + (f", {min(gaps):.0f}-{max(gaps):.0f} s apart"
+                                           if gaps else ""))
+    if conf.confirmed:
+        verdict.ok = False
+        verdict.evidence = [conf.confirmed[f] for f in conf.confirmed]
+        line = (f"health {node}: NO{took}: " + "; ".join(verdict.evidence)
+                + f" (confirmed: {how})")
+        code = 1
+    elif any(f in conf.undecided for f in (*healthstorm.CONTENDED, "cpu_share")):
+        verdict.ok = False
+        verdict.evidence = []
+        line = (f"health {node}: not judged{took}: the node's CPUs were busy ({_busy(conf)}): "
+                + ", ".join(conf.undecided) + " undecided")
+        code = 3
+    else:
+        verdict.ok = True
+        line = verdict.line(seconds) + f" ({how}"
+        if conf.cleared:
+            line += "; cleared on a later pass: " + ", ".join(conf.cleared)
+        line += ")"
+        code = 0
+    if opts.drain and code in (0, 1):
+        findings = {f: conf.confirmed[f] for f in conf.confirmed}
+        try:
+            action = healthdrain.act(node, site.slurm_partition, findings, code == 0,
+                                     opts.rule)
+        except HpcvalError as err:  # the verdict stands and is stored; Slurm did not answer
+            action = f"Slurm not updated: {err}"
+        if action:
+            line += f"; {action}"
+    verdict.notes += notes
+    _store(site, run_id, verdict, seconds, passes.figures, conf, line, opts.record_dir)
+    return line, code
+
+
+def _store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
+           figures: dict[str, list[float]], conf: healthstorm.Confirmation,
+           line: str, base: Path | None = None) -> Path:
+    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten."""
+    base = base or site.var / "health"
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / f"{run_id}-{verdict.node}.json"
+    with path.open("x") as fh:
+        json.dump({"id": run_id, "site": site.name, "partition": site.slurm_partition,
+                   "seconds": seconds, "samples": figures, "verdict": asdict(verdict),
+                   "confirmation": conf.summary(), "line": line}, fh, indent=1)
+    return path
