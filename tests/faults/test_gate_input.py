@@ -203,6 +203,17 @@ def test_a_sample_count_outside_sense_is_refused(var: Path, samples: str) -> Non
     assert_refused(res, cpu, f"--samples {samples}")
 
 
+@pytest.mark.parametrize("args,said", [
+    (["--spread", "nan"], "--spread nan"),  # slept rng.uniform(0, nan): a traceback
+    (["--confirm-delay", "inf", "inf"], "--confirm-delay inf"),  # slept forever
+    (["--drain", "--drain-window", "nan"], "--drain-window nan"),  # a window never ending
+], ids=["spread-nan", "confirm-delay-inf", "drain-window-nan"])
+def test_a_delay_or_drain_window_that_is_not_finite_is_refused(var: Path, args: list[str],
+                                                               said: str) -> None:
+    res, cpu = health(var, "--node", "lab-n2", *args)
+    assert_refused(res, cpu, said)
+
+
 def test_a_slurmd_nodename_with_odd_characters_is_refused(var: Path) -> None:
     res, cpu = health(var, env={"SLURMD_NODENAME": "lab-n2\nx"})
     assert_refused(res, cpu, "$SLURMD_NODENAME")
