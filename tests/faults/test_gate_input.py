@@ -204,9 +204,9 @@ def test_a_sample_count_outside_sense_is_refused(var: Path, samples: str) -> Non
 
 
 @pytest.mark.parametrize("args,said", [
-    (["--spread", "nan"], "--spread nan"),  # slept rng.uniform(0, nan): a traceback
-    (["--confirm-delay", "inf", "inf"], "--confirm-delay inf"),  # slept forever
-    (["--drain", "--drain-window", "nan"], "--drain-window nan"),  # a window never ending
+    (["--spread", "nan"], "--spread nan"),  # was taken as 0, without a word
+    (["--confirm-delay", "inf", "inf"], "--confirm-delay inf"),  # was a traceback, exit 1
+    (["--drain", "--drain-window", "nan"], "--drain-window nan"),  # was taken, measured
 ], ids=["spread-nan", "confirm-delay-inf", "drain-window-nan"])
 def test_a_delay_or_drain_window_that_is_not_finite_is_refused(var: Path, args: list[str],
                                                                said: str) -> None:
