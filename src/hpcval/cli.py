@@ -52,6 +52,29 @@ def _log_of(args: argparse.Namespace) -> Path:
     return base / LOG_NAME
 
 
+def check_trust(args: argparse.Namespace) -> None:
+    """As root, before anything runs: the code, the checkout's checks and
+    proxies, the site's files and its results store must be root's alone
+    (:mod:`hpcval.core.trust`; nothing is checked for other users)."""
+    from hpcval.core import trust
+
+    if not trust.as_root():
+        return
+    trust.harden_umask()
+    trust.check_code()
+    from hpcval.core.paths import SITE_CONFIGS_DIR, project_root
+    from hpcval.site import SITE_NAME, var_base
+
+    try:
+        checkout = project_root()
+    except HpcvalError:
+        return  # the command says so, if it needs a checkout
+    site = getattr(args, "site", None)
+    known = isinstance(site, str) and SITE_NAME.fullmatch(site) is not None
+    trust.check_site(checkout, checkout / SITE_CONFIGS_DIR / site if known else None,
+                     var_base(checkout) / site if known else None)
+
+
 def _rebuild_leftovers(args: argparse.Namespace) -> None:
     """What a killed ``store rebuild`` left beside the site's store: removed
     (or named while the site lock is held) by whichever command comes next."""
@@ -68,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_trust(args)  # as root: before anything of the site is read or removed
         _rebuild_leftovers(args)
         with warnings_to_log(_log_of(args), f"hpcval {args.command}"):
             return int(args.func(args) or 0)

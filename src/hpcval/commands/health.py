@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
+import sys
 import time
+from pathlib import Path
 
-from hpcval.core.errors import HpcvalError, InputError
+from hpcval.commands.vet import MAX_SAMPLES
+from hpcval.core.errors import EXIT_ENVIRONMENT, HpcvalError, InputError
 from hpcval.core.runid import new_run_id
 from hpcval.vet import sitecfg
 from hpcval.vet.health import judge_health
@@ -15,6 +19,7 @@ from hpcval.vet.healthdrain import ShareRule
 from hpcval.vet.healthgate import GateOptions, run_gate
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.run import stored_results
+from hpcval.vet.slurm import check_node_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "a reason naming hpcval and the evidence")
     p.add_argument("--environ", default="impi", help="the site's MPI environment (default impi)")
     p.add_argument("--samples", type=int, default=5, help="samples per figure (default 5)")
+    p.add_argument("--record-dir", type=Path, default=None, metavar="DIR",
+                   help="where the gate's record goes (default var/<site>/health/); a "
+                   "directory of the node where var/ is shared read-only")
     p.add_argument("--budget", type=float, default=50.0,
                    help="seconds for all measurements (default 50: slurmd kills its "
                    "HealthCheckProgram at 60 s)")
@@ -55,21 +63,68 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spread", type=float, default=0.0, metavar="SECONDS",
                    help="wait a random 0..SECONDS before measuring (default 0), so nodes "
                    "Slurm starts together do not all measure at once")
-    p.set_defaults(func=_health)
+    p.set_defaults(func=_guarded)
+
+
+def _guarded(args: argparse.Namespace) -> int:
+    """:func:`_health`, where a fault of hpcval itself exits 3, never 1: Python ends
+    an uncaught exception with 1, which a prolog passes on as "drain this node"."""
+    try:
+        return _health(args)
+    except (HpcvalError, KeyboardInterrupt, OSError):
+        raise  # the command line says these in one line, with their own codes
+    except Exception as err:  # noqa: BLE001 - the node is not at fault
+        where = f"{type(err).__name__} at {_origin(err)}"
+        print(f"hpcval: error: health: not judged: hpcval failed ({where}: {err}); the node "
+              f"is not drained for it; exit {EXIT_ENVIRONMENT}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+
+
+def _origin(err: BaseException) -> str:
+    """file:line where ``err`` was raised (for the report of a bug, in one line)."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb else "?"
+
+
+#: The longest --budget: a gate that measures for more than an hour is no gate
+#: (slurmd kills a HealthCheckProgram at 60 s; a prolog delays the job by it).
+MAX_BUDGET = 3600.0
+
+
+def node_name(args: argparse.Namespace) -> str:
+    """``--node``, else ``$SLURMD_NODENAME``, else the host name; a Slurm node
+    name (it names the stored file and goes to ``scontrol``)."""
+    if args.node is not None:
+        name, source = args.node, "--node"
+    elif os.environ.get("SLURMD_NODENAME"):
+        name, source = os.environ["SLURMD_NODENAME"], "$SLURMD_NODENAME"
+    else:
+        name, source = socket.gethostname().split(".")[0], "the host name"
+    return check_node_name(name, source)
 
 
 def _health(args: argparse.Namespace) -> int:
-    if args.samples < 3:
-        raise InputError("--samples: at least 3; exit 2")
+    # wrong input is said before anything is read or measured (exit 2, never 1:
+    # a prolog that exits 1 drains the node)
+    if not 3 <= args.samples <= MAX_SAMPLES:
+        raise InputError(f"--samples {args.samples}: at least 3, at most {MAX_SAMPLES}; "
+                         "exit 2")
+    if not (math.isfinite(args.budget) and 1.0 < args.budget <= MAX_BUDGET):
+        raise InputError(f"--budget {args.budget:g}: give the seconds the measurements may "
+                         f"take, more than 1 and at most {MAX_BUDGET:.0f} (default 50: slurmd "
+                         "kills its HealthCheckProgram at 60 s); exit 2")
     opts = _gate_options(args)
     t0 = time.monotonic()
-    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    node = node_name(args)
     site = sitecfg.load(args.site, args.partition, args.environ)
     settings = JudgeSettings()
-    results = stored_results(site)
     try:
-        # judged first against what is stored: a missing vetting is said before measuring
-        judge_health(node, {}, [], results, settings)
+        # judged first against what is stored: a missing or bad vetting is said
+        # before measuring
+        results = stored_results(site)
+        judge_health(node, {}, [], results, settings, str(site.var / "vet"))
     except HpcvalError as err:
         print(f"health {node}: not judged: {err}")
         return err.exit_code
@@ -82,6 +137,11 @@ def _health(args: argparse.Namespace) -> int:
 def _gate_options(args: argparse.Namespace) -> GateOptions:
     """The confirmation and drain settings, checked (exit 2 naming the flag)."""
     low, high = args.confirm_delay
+    for flag, value in (("--confirm-delay", low), ("--confirm-delay", high),
+                        ("--drain-share", args.drain_share),
+                        ("--drain-window", args.drain_window), ("--spread", args.spread)):
+        if not math.isfinite(value):
+            raise InputError(f"{flag} {value:g}: a finite number; exit 2")
     if not 0 <= low <= high:
         raise InputError(f"--confirm-delay {low:g} {high:g}: LOW and HIGH seconds with "
                          "0 <= LOW <= HIGH; exit 2")
@@ -94,4 +154,5 @@ def _gate_options(args: argparse.Namespace) -> GateOptions:
         raise InputError(f"--spread {args.spread:g}: seconds, at least 0; exit 2")
     return GateOptions(samples=args.samples, budget=args.budget, confirm=(low, high),
                        spread=args.spread, drain=args.drain,
-                       rule=ShareRule(args.drain_share / 100, args.drain_window))
+                       rule=ShareRule(args.drain_share / 100, args.drain_window),
+                       record_dir=args.record_dir)

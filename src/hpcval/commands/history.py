@@ -93,11 +93,16 @@ def _accepted(run: dict, hold: dict | None) -> str:
 def _run(args: argparse.Namespace) -> int:
     site = Site.load(args.site)
     store = Store(site.history_db)
-    if args.accept or args.reject:
+    if args.accept is not None or args.reject is not None:
+        flag, run_id = ("--accept", args.accept) if args.accept is not None else (
+            "--reject", args.reject)
+        if not run_id.strip():
+            raise InputError(f"history {flag} {run_id!r}: give a run id (see `hpcval history "
+                             f"--site {site.name}`)")
         if args.check or args.figure:
             raise InputError("history: --accept/--reject mark a whole run; give them "
                              "without --check/--figure")
-        return _mark(site, store, args.accept or args.reject, bool(args.accept))
+        return _mark(site, store, run_id, args.accept is not None)
     if args.last < 1:
         raise InputError(f"--last {args.last}: must be at least 1")
     if not args.check and not args.figure:

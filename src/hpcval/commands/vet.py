@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from hpcval.core.errors import InputError
@@ -10,6 +11,7 @@ from hpcval.vet import sitecfg, terminal
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.measure import Settings
 from hpcval.vet.run import EXIT_INCOMPLETE, Options, gate, vet
+from hpcval.vet.slurm import check_node_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,9 +56,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_vet)
 
 
+#: The most samples per figure a vetting or the gate takes (the message lengths of
+#: one IMB step are written out per sample: 10**9 would fill the disk).
+MAX_SAMPLES = 100
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Wrong input, said before anything is loaded or measured (exit 2)."""
+    if not 3 <= args.samples <= MAX_SAMPLES:
+        raise InputError(f"--samples {args.samples}: at least 3 (a median of fewer says "
+                         f"little), at most {MAX_SAMPLES} (each is a measurement on every "
+                         "node and pair); exit 2")
+    if args.max_rounds < 1:
+        raise InputError(f"--max-rounds {args.max_rounds}: at least 1 round of pairs (all "
+                         "pairs of N nodes: N-1); exit 2")
+    if args.follow_up < 0:
+        raise InputError(f"--follow-up {args.follow_up}: 0 or more rounds; exit 2")
+    if args.peers < 1:
+        raise InputError(f"--peers {args.peers}: at least 1 healthy peer for --gate; exit 2")
+    if args.min_effect is not None and not (math.isfinite(args.min_effect)
+                                            and 0 < args.min_effect < 1):
+        raise InputError(f"--min-effect {args.min_effect:g}: a relative loss between 0 and 1 "
+                         "(default 0.15: 15 % below the median); exit 2")
+    if args.triad_n is not None and args.triad_n < 1000:
+        raise InputError(f"--triad-n {args.triad_n}: at least 1000 doubles per array; exit 2")
+    if args.gate is not None:
+        check_node_name(args.gate, "--gate")
+        for flag, given in (("--drain", args.drain), ("--nodes", args.nodes)):
+            if given:
+                raise InputError(f"--gate {args.gate} with {flag}: the gate measures NODE "
+                                 "with peers it picks and drains NODE itself on no; give "
+                                 f"one of --gate and {flag}; exit 2")
+
+
 def _vet(args: argparse.Namespace) -> int:
-    if args.samples < 3:
-        raise InputError("--samples: at least 3 (a median of fewer says little); exit 2")
+    check_args(args)
     site = sitecfg.load(args.site, args.partition, args.environ)
 
     def progress(msg: str) -> None:
@@ -66,8 +100,6 @@ def _vet(args: argparse.Namespace) -> int:
     judging = JudgeSettings()
     if args.min_effect is not None:
         judging.min_effect["pingpong_bw_1MiB"] = args.min_effect
-    if args.triad_n is not None and args.triad_n < 1000:
-        raise InputError("--triad-n: at least 1000 doubles per array; exit 2")
 
     def announce(msg: str) -> None:
         print(f"vet: {msg}", file=sys.stderr, flush=True)

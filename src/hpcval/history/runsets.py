@@ -47,6 +47,9 @@ def parse_tag(text: str, what: str = "--tag") -> tuple[str, str]:
     """``nic=gvnic`` -> ("nic", "gvnic")."""
     key, sep, value = text.partition("=")
     key, value = key.strip(), value.strip()
+    if sep and value and not value.isprintable():
+        raise InputError(f"{what} {text!r}: the value holds a control character (a newline, "
+                         "a tab...); write it on one line of printable characters")
     if not sep or not _TAG_RE.match(key) or not value:
         raise InputError(f"{what} {text!r}: write KEY=VALUE, the key of letters, digits, "
                          "'_', '.' or '-' (e.g. --tag nic=gvnic)")

@@ -30,11 +30,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcval.core import trust
 from hpcval.core.errors import EnvironmentFault, InputError, ParseError
 from hpcval.parsers.cfdio import parse_cfdio
 from hpcval.parsers.imb import parse_imb
@@ -88,15 +90,16 @@ class HealthVerdict:
 
 
 def last_full_vet(results: list[dict[str, Any]], node: str,
-                  settings: JudgeSettings) -> dict[str, Any]:
+                  settings: JudgeSettings, where: str = "var/<site>/vet") -> dict[str, Any]:
     """The latest stored vetting that measured ``node`` among at least
-    ``min_nodes`` nodes (a full vetting, not a gate of a few)."""
+    ``min_nodes`` nodes (a full vetting, not a gate of a few), of those stored
+    in ``where``."""
     full = [r for r in results if node in r["verdict"]["nodes"]
             and len(r["verdict"]["nodes"]) >= settings.min_nodes]
     if not full:
-        raise InputError(f"health {node}: no stored vetting of its partition measured it among "
-                         f"at least {settings.min_nodes} nodes (var/<site>/vet/*/vet.json): run "
-                         "hpcval vet on the partition first; exit 2")
+        raise InputError(f"no stored vetting of its partition measured {node} among at least "
+                         f"{settings.min_nodes} nodes ({len(results)} judged vetting(s) of the "
+                         f"partition in {where}): run hpcval vet on the partition first; exit 2")
     return max(full, key=lambda r: r["id"])
 
 
@@ -111,9 +114,11 @@ def _yardstick(against: str, value: float, population: list[float], fig: str,
 
 
 def judge_health(node: str, samples: dict[str, list[float]], audit: list[dict[str, Any]],
-                 results: list[dict[str, Any]], settings: JudgeSettings) -> HealthVerdict:
-    """The node's figures against the last full vetting and its own accepted history."""
-    ref = last_full_vet(results, node, settings)
+                 results: list[dict[str, Any]], settings: JudgeSettings,
+                 where: str = "var/<site>/vet") -> HealthVerdict:
+    """The node's figures against the last full vetting and its own accepted history
+    (``results``: the vettings stored in ``where``)."""
+    ref = last_full_vet(results, node, settings, where)
     verdict = HealthVerdict(node, True, reference=ref["id"])
     named_ref = set(ref["verdict"].get("named_nodes", []))
     for fig in JUDGED:
@@ -202,6 +207,9 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
     import fcntl
 
     bin_dir = site.var / "vet" / "bin"
+    if bin_dir.is_dir() and not os.access(bin_dir, os.W_OK):
+        # a store shared read-only: the cfdio a vetting built there, built nowhere else
+        return measure.cfdio_binary(dataclasses.replace(site, env=env), bin_dir)
     bin_dir.mkdir(parents=True, exist_ok=True)
     with (bin_dir / ".build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -230,12 +238,14 @@ def measure_here(site: VetSite, samples: int, budget: float,
     triad = [launcher, "-n", "1", cfdio, "--mode", "triad", "--triad-n",
              str(size.params["triad_n"]), "--reps", str(size.params["reps"])]
     figures["triad_bw"] = []
-    work = raw or Path(os.environ.get("TMPDIR", "/tmp"))
-    msglen = measure.write_msglen(work / f"hpcval-health-msglen-{os.getpid()}.txt", 1)
     found = shutil.which("IMB-MPI1", path=env.get("PATH"))
     if found is None:
         raise EnvironmentFault(f"IMB-MPI1 not on the PATH of environment '{site.env_name}'; "
                                "exit 3")
+    trust.check_paths([launcher, found, cfdio], "a program the gate runs")
+    # a directory of its own (0700), never a guessable name in a shared /tmp
+    work = raw or Path(tempfile.mkdtemp(prefix="hpcval-health-"))
+    msglen = measure.write_msglen(work / "msglen.txt", 1)
     # the vetting's shared-memory PingPong: 8 B and 1 MiB, 20 iterations, 2 ranks
     imb = [found, "PingPong", "-msglen", str(msglen), "-iter", "20", "-iter_policy", "off",
            "-mem", "1"]
@@ -259,13 +269,15 @@ def measure_here(site: VetSite, samples: int, budget: float,
             figures["shm_pingpong_lat_8B"] += lat
     finally:
         msglen.unlink(missing_ok=True)
+        if raw is None:
+            work.rmdir()
     return figures, probe["audit"]
 
 
 def store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
-          figures: dict[str, list[float]]) -> Path:
-    """``var/<site>/health/<id>-<node>.json``: never overwritten."""
-    base = site.var / "health"
+          figures: dict[str, list[float]], base: Path | None = None) -> Path:
+    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten."""
+    base = base or site.var / "health"
     base.mkdir(parents=True, exist_ok=True)
     path = base / f"{run_id}-{verdict.node}.json"
     with path.open("x") as fh:

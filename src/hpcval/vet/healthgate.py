@@ -30,6 +30,9 @@ class GateOptions:
     spin: float = 0.5
     drain: bool = False
     rule: healthdrain.ShareRule = field(default_factory=healthdrain.ShareRule)
+    #: where the record goes (None: ``var/<site>/health/``; a node's own directory
+    #: where ``var/`` is shared read-only)
+    record_dir: Path | None = None
 
 
 def audit_bad(audit: list[dict[str, Any]], untaken: set[str] | frozenset[str] = frozenset()
@@ -137,15 +140,15 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
         if action:
             line += f"; {action}"
     verdict.notes += notes
-    _store(site, run_id, verdict, seconds, passes.figures, conf, line)
+    _store(site, run_id, verdict, seconds, passes.figures, conf, line, opts.record_dir)
     return line, code
 
 
 def _store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
            figures: dict[str, list[float]], conf: healthstorm.Confirmation,
-           line: str) -> Path:
-    """``var/<site>/health/<id>-<node>.json``: never overwritten."""
-    base = site.var / "health"
+           line: str, base: Path | None = None) -> Path:
+    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten."""
+    base = base or site.var / "health"
     base.mkdir(parents=True, exist_ok=True)
     path = base / f"{run_id}-{verdict.node}.json"
     with path.open("x") as fh:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpcval.core.fileio import atomic_write
 from hpcval.vet.judge import FIGURES
 
 ORDER = ["pingpong_bw_1MiB", "triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B",
@@ -463,7 +464,8 @@ def _node_table(result: Mapping[str, Any], marks: Mapping[str, tuple[str, str]])
 def write(result: Mapping[str, Any], directory: Path) -> dict[str, Path]:
     paths = {"json": directory / "vet.json", "html": directory / "vet.html",
              "text": directory / "vet.txt"}
-    paths["json"].write_text(json.dumps(result, indent=1) + "\n")
+    # whole or not at all: the gates read vet.json while a vetting may be writing it
+    atomic_write(paths["json"], json.dumps(result, indent=1) + "\n", "storing the vetting")
     paths["html"].write_text(html_page(result))
     paths["text"].write_text(text(result))
     return paths

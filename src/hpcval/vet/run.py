@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -13,7 +12,7 @@ from typing import Any
 
 from hpcval.core.errors import InputError, StoreError
 from hpcval.core.runid import new_run_id
-from hpcval.vet import campaign, measure, report
+from hpcval.vet import campaign, measure, report, stored
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
     FIGURES,
@@ -317,17 +316,8 @@ def drain_named(result: dict[str, Any]) -> list[str]:
 
 
 def stored_results(site: VetSite) -> list[dict[str, Any]]:
-    base = site.var / "vet"
-    out = []
-    for path in sorted(base.glob("*/vet.json")) if base.exists() else []:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("partition") == site.slurm_partition and data.get("verdict", {}).get(
-                "judged"):
-            out.append(data)
-    return out
+    """The judged vettings of the site's partition (:func:`hpcval.vet.stored.load`)."""
+    return stored.load(site)
 
 
 def gate(site: VetSite, node: str, opts: Options, progress: Progress,

@@ -84,6 +84,18 @@ def partition_nodes(partition: str) -> list[str]:
     return names
 
 
+#: A Slurm node name as hpcval takes one (a host name: letters, digits, '-', '_', '.').
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_node_name(name: str, source: str) -> str:
+    """``name`` where it is a node name; else wrong input naming ``source`` (exit 2)."""
+    if not NODE_NAME.fullmatch(name):
+        raise InputError(f"{source} {name!r}: not a node name (letters, digits, '-', '_', "
+                         "'.', at most 64, starting with a letter or digit); exit 2")
+    return name
+
+
 def _natural(name: str) -> list[object]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
@@ -99,8 +111,16 @@ def max_step_count() -> int:
     if scontrol is None:
         return DEFAULT_MAX_STEP_COUNT
     proc = _run([scontrol, "show", "config"])
-    m = re.search(r"^MaxStepCount\s*=\s*(\d+)", proc.stdout, re.MULTILINE)
-    return int(m.group(1)) if proc.returncode == 0 and m else DEFAULT_MAX_STEP_COUNT
+    if proc.returncode != 0:
+        return DEFAULT_MAX_STEP_COUNT
+    m = re.search(r"^MaxStepCount\s*=\s*(.*?)\s*$", proc.stdout, re.MULTILINE)
+    if m is None:
+        return DEFAULT_MAX_STEP_COUNT
+    if not re.fullmatch(r"[0-9]+", m.group(1)) or int(m.group(1)) < 1:
+        raise InputError(f"scontrol show config: MaxStepCount = {m.group(1)!r}: not a "
+                         "positive whole number (slurm.conf's MaxStepCount: the steps one job "
+                         "may start); fix slurm.conf; exit 2")
+    return int(m.group(1))
 
 
 def topology() -> dict[str, str]:
