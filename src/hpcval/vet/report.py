@@ -152,7 +152,8 @@ def html_page(result: Mapping[str, Any]) -> str:
     else:
         parts.append("<p>" + ("No node, link or switch is off its partition."
                               if verdict["judged"] else "Nothing could be judged.") + "</p>")
-    notes = ([f"Not measured: {n}" for n in result.get("unmeasured", [])]
+    notes = ([f"Not measured: {u['kind']} {u['name']}: {u['cause']}"
+              for u in result.get("unmeasured", [])]
              + verdict["partition"] + verdict["notes"] + list(result.get("failures", [])))
     if notes:
         shown = notes[:FIRST_SCREEN]
