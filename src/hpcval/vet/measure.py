@@ -66,6 +66,8 @@ class NodeSamples:
     lost: dict[str, str] = field(default_factory=dict)
     #: steps measured again without a lost node
     again_used: int = 0
+    #: the triad step's command (:mod:`hpcval.vet.confirm` runs it again)
+    triad_cmd: list[str] = field(default_factory=list)
 
 
 def triad_size(site: VetSite, settings: Settings) -> sizing.Size:
@@ -341,6 +343,7 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
     cmd = [sys.executable, "-m", "hpcval.vet.probe", f"--samples={settings.samples}",
            f"--triad={cfdio}", f"--triad-n={size.params['triad_n']}",
            f"--reps={size.params['reps']}"]
+    out.triad_cmd = cmd
     t0 = time.monotonic()
     res = alloc.run("triad", hosts, cmd, site.env, settings.step_timeout * settings.samples,
                     workdir, independent=True)

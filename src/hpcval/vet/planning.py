@@ -45,6 +45,10 @@ class Options:
     #: steps measured again without a node lost in them (a round, or the
     #: shared-memory PingPong: an MPI world ends with any of its nodes)
     again: int = 1
+    #: steps that measure again, beside healthy controls, the nodes suspected on
+    #: a per-node figure (one per figure with suspects; 0: name on the first
+    #: measurement alone)
+    confirm: int = 3
     minutes: int = 30
     reservation: str | None = None
 
@@ -61,16 +65,21 @@ class Plan:
     assumptions: str
     #: steps measured again without a lost node, at most
     again_steps: int = 0
+    #: steps confirming per-node suspects beside healthy controls, at most
+    confirm_steps: int = 0
 
     @property
     def steps(self) -> int:
         """srun steps at most: per-node steps, one per round, one per follow-up
         round, one per step measured again without a lost node."""
-        return self.node_steps + self.rounds + self.follow_up_rounds + self.again_steps
+        return (self.node_steps + self.rounds + self.follow_up_rounds + self.again_steps
+                + self.confirm_steps)
 
     def text(self) -> str:
         again = (f"; up to {self.again_steps} measured again without a lost node"
                  if self.again_steps else "")
+        again += (f"; up to {self.confirm_steps} confirming per-node suspects"
+                  if self.confirm_steps else "")
         return (f"plan: {self.nodes} nodes, 1 job, at most {self.steps} srun steps "
                 f"({self.node_steps} per-node: probe, triad, shared-memory PingPong"
                 f"{', GPU probe' if self.node_steps > NODE_STEPS else ''}; {self.rounds} "
@@ -145,13 +154,14 @@ def make_plan(site: VetSite, nodes: Sequence[str], opts: Options) -> Plan:
                        f"{'the site reference ' if ref else 'an assumed '}{rate:.0f} MB/s, "
                        "triad at 1 GB/s, follow-up rounds included")
     return Plan(len(nodes), rounds, opts.follow_up_rounds, node_steps, wall, assumptions,
-                again_steps=opts.again)
+                again_steps=opts.again, confirm_steps=opts.confirm)
 
 
 def check_plan(plan_: Plan, max_steps: int) -> None:
     """Refuse a plan of more steps than one job may start (``MaxStepCount``)."""
     if plan_.steps > max_steps:
         again = f" + {plan_.again_steps} again" if plan_.again_steps else ""
+        again += f" + {plan_.confirm_steps} confirming" if plan_.confirm_steps else ""
         raise InputError(
             f"the plan needs up to {plan_.steps} srun steps in one job ({plan_.node_steps} "
             f"per-node + {plan_.rounds} rounds + {plan_.follow_up_rounds} follow-up{again}) "

@@ -13,7 +13,7 @@ from typing import Any
 
 from hpcval.core.errors import InputError, StoreError
 from hpcval.core.runid import new_run_id
-from hpcval.vet import campaign, gpu_measure, measure, report
+from hpcval.vet import campaign, confirm, gpu_measure, measure, report
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
     FIGURES,
@@ -125,11 +125,16 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
                                      topology=topo or None,
                                      follow_up_rounds=opts.follow_up_rounds, lost=lost,
                                      again=opts.again - node_samples.again_used)
+        # per-node suspects measured again beside healthy controls (vet/confirm.py)
+        wanted = confirm.suspects(node_samples.figures, nodes, opts.judging)
+        confirmed = confirm.measure_again(
+            alloc, site, nodes, wanted, node_samples, opts.settings, workdir, progress,
+            opts.confirm, set(lost)) if opts.confirm else {}
         job_id = alloc.job_id
         steps = alloc.steps
         step_seconds = dict(alloc.step_seconds)
         refused = [{"step": k, "srun": why} for k, why in alloc.refused]
-    judge_nodes(verdict, node_samples, opts.judging, site.references())
+    judge_nodes(verdict, node_samples, opts.judging, site.references(), confirmed)
     if gpu_samples:
         from hpcval.vet.gpu import judge_gpus  # GPU partitions only
 
@@ -152,6 +157,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
                                        "judging": asdict(opts.judging),
                                        "max_rounds": opts.max_rounds},
         "node_samples": node_samples.figures, "audit": node_samples.audit,
+        "confirm": confirmed,
         "sizes": node_samples.sizes,
         "gpu_samples": gpu_samples,
         "pair_samples": {f"{a}|{b}": s for (a, b), s in camp.samples.items()},
@@ -199,13 +205,17 @@ def _counting(fn: campaign.Measure, total: list[int], opts: Options) -> campaign
 
 
 def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeSettings,
-                references: dict[str, tuple[float, str]]) -> None:
+                references: dict[str, tuple[float, str]],
+                confirmed: dict[str, Any] | None = None) -> None:
+    """The per-node figures, the audit and the site's references; with
+    ``confirmed`` (``vet.json``'s ``confirm``), a node named on a per-node figure
+    stays named only where its second measurement confirms it."""
     for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz"):
         if samples.figures.get(fig):
             judge_node_figure(samples.figures[fig], FIGURES[fig], settings, verdict,
                               judged=fig not in INFORMATIONAL)
     judge_audit(samples.audit, settings, verdict)
-    judge_references(verdict, FIGURES, references)
+    judge_references(verdict, FIGURES, references, settings)
     # one culprit entry per node and figure
     seen, unique = set(), []
     for c in verdict.culprits:
@@ -214,6 +224,8 @@ def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeS
             seen.add(key)
             unique.append(c)
     verdict.culprits = unique
+    if confirmed:
+        confirm.judge_again(verdict, confirmed, settings)
 
 
 def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None,
@@ -226,7 +238,7 @@ def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None
                                        result.get("topology") or None)
     judge_nodes(verdict, measure.NodeSamples(figures=result["node_samples"],
                                              audit=result.get("audit", {})),
-                settings, references or {})
+                settings, references or {}, result.get("confirm"))
     if result.get("gpu_samples") or result.get("gpu_node_samples"):
         from hpcval.vet.gpu import judge_gpus  # GPU partitions only
 
