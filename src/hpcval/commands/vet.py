@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "pairs of up to 8 nodes)")
     p.add_argument("--follow-up", type=int, default=2,
                    help="rounds re-measuring suspect pairs with fresh peers (default 2)")
+    p.add_argument("--confirm", type=int, default=3,
+                   help="steps measuring again, beside 4 healthy nodes, the nodes suspected "
+                   "on a per-node figure: one per figure (default 3; 0: name on the first "
+                   "measurement alone)")
     p.add_argument("--peers", type=int, default=5, help="--gate: healthy peers (default 5)")
     p.add_argument("--min-effect", type=float, default=None,
                    help="smallest relative loss of pair bandwidth that names a node or link "
@@ -66,6 +70,8 @@ def _vet(args: argparse.Namespace) -> int:
     judging = JudgeSettings()
     if args.min_effect is not None:
         judging.min_effect["pingpong_bw_1MiB"] = args.min_effect
+    if args.confirm < 0:
+        raise InputError(f"--confirm {args.confirm}: 0 or more steps; exit 2")
     if args.triad_n is not None and args.triad_n < 1000:
         raise InputError("--triad-n: at least 1000 doubles per array; exit 2")
 
@@ -74,7 +80,8 @@ def _vet(args: argparse.Namespace) -> int:
 
     opts = Options(settings=Settings(samples=args.samples, triad_n=args.triad_n),
                    judging=judging,
-                   max_rounds=args.max_rounds, follow_up_rounds=args.follow_up)
+                   max_rounds=args.max_rounds, follow_up_rounds=args.follow_up,
+                   confirm=args.confirm)
     if args.gate:
         ok, result, paths = gate(site, args.gate, opts, progress, peers_wanted=args.peers,
                                   announce=announce)
