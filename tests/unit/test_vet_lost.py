@@ -238,3 +238,43 @@ def test_a_plan_refused_leaves_no_empty_results_directory(
         run.measure_and_judge(site, [f"n{i}" for i in range(8)], run.Options(), workdir,
                               lambda _: None, "20261128T120000Z-eeeeee")
     assert not workdir.exists() and list((tmp_path / "vet").iterdir()) == []
+
+
+class _Alloc:
+    """An allocation whose steps answer from recorded output (no Slurm)."""
+
+    def __init__(self, answers: list[StepResult]) -> None:
+        self.answers = answers
+        self.keys: list[str] = []
+
+    def run(self, key: str, hosts: list[str], *args: object, **kw: object) -> StepResult:
+        self.keys.append(key)
+        return self.answers.pop(0)
+
+
+def test_a_round_that_loses_a_node_names_it_and_keeps_the_first_output(
+        lab_site: sitecfg.VetSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 1 of the recorded 6-node lab run, once lost with lab-n4 (srun's
+    words), then measured again without it: the node is named with the first
+    line, both outputs are kept, each pair's cause names what happened."""
+    (tmp_path / "raw").mkdir()
+    text = (STEPS / "round1-6nodes.out").read_text()
+    stderr = STDERR_NODE_LOST.replace("lab-n9", "lab-n4").replace("lab-n8", "lab-n2")
+    cut = text.split("# All processes entering")[0].split("# Benchmarking")[0]
+    alloc = _Alloc([StepResult("round1", 1, cut, stderr, 30.0),
+                    StepResult("round1", 0, text, "", 20.0)])
+    monkeypatch.setattr(measure, "nodes_info", lambda names: {})
+    causes: dict[Pair, str] = {}
+    lost: dict[str, str] = {}
+    fn = measure.pair_measure(alloc, lab_site, measure.Settings(), tmp_path,  # type: ignore[arg-type]
+                              lambda _: None, lambda: 5, {}, causes, lost)
+    pairs = [("lab-n2", "lab-n6"), ("lab-n3", "lab-n4"), ("lab-n1", "lab-n5")]
+    assert fn(0, pairs) == {}
+    assert lost == {"lab-n4": f"round 1: {LAUNCH_FAILED.replace('lab-n9', 'lab-n4')}"}
+    assert causes[("lab-n3", "lab-n4")] == lost["lab-n4"]
+    assert "(the world ended with lab-n4: " in causes[("lab-n2", "lab-n6")]
+    # again without lab-n4 (the recorded round: its group 0 is lab-n2<->lab-n6)
+    got = fn(0, [pairs[0]])
+    assert alloc.keys == ["round1", "round1-again1"] and list(got) == [pairs[0]]
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == [
+        "round1-again1.out", "round1.err", "round1.out"]
