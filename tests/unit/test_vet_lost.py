@@ -111,7 +111,7 @@ def test_every_step_runs_with_the_node_s_limits_and_the_job_survives_a_node(
     alloc.job_id = "12"
     for independent in (True, False):
         cmd, _ = alloc.step(["a", "b"], ["x"], tmp_path / "hf", independent=independent)
-        assert "--propagate=NONE" in cmd
+        assert "--propagate=NONE" in cmd and "--overlap" in cmd and "--exclusive" not in cmd
     seen: list[list[str]] = []
     monkeypatch.setattr(vslurm, "_run", lambda cmd, timeout=30: seen.append(list(cmd)) or
                         type("P", (), {"returncode": 0, "stdout": "",

@@ -172,7 +172,12 @@ class Allocation:
         shell that started the vetting: the probe's tuning audit reads the node."""
         nodes = list(dict.fromkeys(hosts))
         hostfile.write_text("".join(f"{h}\n" for h in hosts))
-        cmd = [_require("srun"), f"--jobid={self.job_id}", "--exclusive",
+        # --overlap, not --exclusive: the steps run one at a time anyway, and once
+        # Slurm removed a failed node from the job (--no-kill), 22.05 no longer
+        # frees an exclusive step's CPUs ("unable to update job's core use
+        # information due to job resizing"): every later --exclusive step waited
+        # for "Requested nodes are busy" until killed
+        cmd = [_require("srun"), f"--jobid={self.job_id}", "--overlap",
                # the host file is the node list: --nodelist would override it
                f"--nodes={len(nodes)}", f"--ntasks={len(hosts)}", "--distribution=arbitrary",
                *(["--label"] if independent else []),
