@@ -87,6 +87,22 @@ def test_the_node_named_is_srun_s_first_about_a_failed_node_not_its_last() -> No
     assert vslurm.first_node_error(STDERR_NODE_LOST.splitlines()[4], nodes) is None
 
 
+def test_the_lab_s_lost_node_is_srun_s_first_line_on_recorded_output(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 4 of a 16-node lab vetting after lab-n9's slurmd was killed: srun's
+    last line names lab-n11 (a task of the world it took down), its first lab-n9."""
+    stderr = (STEPS / "round4-node-lost-16nodes.err").read_text()
+    hosts = [f"lab-n{i}" for i in (15, 2, 7, 9, 12, 16, 10, 11, 6, 8, 14, 3, 4, 5, 1, 13)]
+    assert "lab-n11: task 7: Killed" in stderr.strip().splitlines()[-1]
+    monkeypatch.setattr(measure, "nodes_info", lambda names: {
+        "lab-n9": vslurm.NodeInfo("lab-n9", "DOWN*", "Not responding", ["lab"])})
+    res = StepResult("round4", 1, "", stderr, 11.2)
+    assert measure.lost_in_step(res, hosts) == {
+        "lab-n9": "srun: error: Task launch for StepId=3.6 failed on node lab-n9: "
+                  "Communication connection failure"}
+    assert not measure._why(res).startswith("srun: error: Task launch")  # the old cause
+
+
 def test_a_step_slurm_never_created_is_not_counted(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vslurm, "_require", lambda prog: prog)
