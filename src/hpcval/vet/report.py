@@ -36,7 +36,9 @@ def head_line(result: Mapping[str, Any]) -> str:
     """The first line of a vetting's text: which partition, how big, how long."""
     return (f"hpcval vet {result['id']}: site {result['site']}, partition "
             f"{result['partition']}, {len(result['verdict']['nodes'])} nodes, "
-            f"{result['rounds']} rounds (+{result['follow_up_rounds']} follow-up), "
+            f"{result['rounds']} rounds (+{result['follow_up_rounds']} follow-up"
+            + (f", +{result['again_rounds']} again without a lost node"
+               if result.get("again_rounds") else "") + "), "
             f"{result['jobs']} job, {result['steps']} srun steps, "
             f"{result['wall_seconds']:.0f} s")
 
