@@ -19,9 +19,9 @@ from hpcval.node.gpus import read_query
 from hpcval.site.scaffold import SlurmPartition, config_text
 from hpcval.vet import sitecfg
 from hpcval.vet.gpu import judge_gpus
+from hpcval.vet.gpu_measure import gpu_samples_of
 from hpcval.vet.gpu_probe import MARKER, measure
 from hpcval.vet.judge import JudgeSettings, Verdict
-from hpcval.vet.measure import gpu_samples_of
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
 FAST, SLOW = "a100-sxm4-80gb-cuda-v5.0.txt", "a100-sxm4-40gb-cuda-v4.0.txt"

@@ -44,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "pairs of up to 8 nodes)")
     p.add_argument("--follow-up", type=int, default=2,
                    help="rounds re-measuring suspect pairs with fresh peers (default 2)")
+    p.add_argument("--confirm", type=int, default=3,
+                   help="steps measuring again, beside 4 healthy nodes, the nodes suspected "
+                   "on a per-node figure: one per figure (default 3; 0: name on the first "
+                   "measurement alone)")
     p.add_argument("--peers", type=int, default=5, help="--gate: healthy peers (default 5)")
     p.add_argument("--min-effect", type=float, default=None,
                    help="smallest relative loss of pair bandwidth that names a node or link "
@@ -80,6 +84,8 @@ def check_args(args: argparse.Namespace) -> None:
                          "(default 0.15: 15 % below the median); exit 2")
     if args.triad_n is not None and args.triad_n < 1000:
         raise InputError(f"--triad-n {args.triad_n}: at least 1000 doubles per array; exit 2")
+    if args.confirm < 0:
+        raise InputError(f"--confirm {args.confirm}: 0 or more steps; exit 2")
     if args.gate is not None:
         check_node_name(args.gate, "--gate")
         for flag, given in (("--drain", args.drain), ("--nodes", args.nodes)):
@@ -106,7 +112,8 @@ def _vet(args: argparse.Namespace) -> int:
 
     opts = Options(settings=Settings(samples=args.samples, triad_n=args.triad_n),
                    judging=judging,
-                   max_rounds=args.max_rounds, follow_up_rounds=args.follow_up)
+                   max_rounds=args.max_rounds, follow_up_rounds=args.follow_up,
+                   confirm=args.confirm)
     if args.gate:
         ok, result, paths = gate(site, args.gate, opts, progress, peers_wanted=args.peers,
                                   announce=announce)

@@ -25,17 +25,21 @@ class Campaign:
     #: first measurement of pairs measured again in the follow-up
     first: dict[Pair, list[float]] = field(default_factory=dict)
     failed: list[Pair] = field(default_factory=list)
+    #: rounds measured again without a node that a round lost (its other pairs)
+    again_rounds: list[list[Pair]] = field(default_factory=list)
+    #: node -> why it was lost during the vetting (left out of the rounds after)
+    lost: dict[str, str] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
         """srun steps of the network phase: one per round (an MPI world over the
         round's pairs, :func:`hpcval.vet.measure.pair_measure`)."""
-        return len(self.rounds) + len(self.follow_up_rounds)
+        return len(self.rounds) + len(self.again_rounds) + len(self.follow_up_rounds)
 
     @property
     def pairs_measured(self) -> int:
         """Pair measurements of all rounds (a pair measured again counts twice)."""
-        return sum(len(r) for r in self.rounds + self.follow_up_rounds)
+        return sum(len(r) for r in self.rounds + self.again_rounds + self.follow_up_rounds)
 
 
 def network_verdict(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
@@ -47,18 +51,38 @@ def network_verdict(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]
 
 def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
         max_rounds: int | None = None, topology: Mapping[str, str] | None = None,
-        follow_up_rounds: int = 2) -> tuple[Campaign, Verdict]:
-    """Measure the planned rounds, judge, re-measure what is suspect, judge again."""
+        follow_up_rounds: int = 2, lost: dict[str, str] | None = None,
+        again: int = 1) -> tuple[Campaign, Verdict]:
+    """Measure the planned rounds, judge, re-measure what is suspect, judge again.
+
+    ``lost``: node -> why, filled by ``measure`` (or before it runs) for a node
+    that a round lost. The rounds after leave it out; the round that lost it is
+    measured again without it (at most ``again`` such rounds per vetting); and
+    every peer it left without a pair meets a healthy peer it has not met in the
+    follow-up rounds."""
     camp = Campaign(rounds=plan(nodes, max_rounds))
+    camp.lost = lost if lost is not None else {}
+    orphans: list[str] = []
     for i, rnd in enumerate(camp.rounds):
-        got = measure(i, rnd)
+        live = [p for p in rnd if not set(p) & camp.lost.keys()]
+        before = set(camp.lost)
+        got = dict(measure(i, live)) if live else {}
+        failed = [p for p in live if not got.get(p)]
+        if failed and set(camp.lost) - before and len(camp.again_rounds) < again:
+            retry = [p for p in failed if not set(p) & camp.lost.keys()]
+            if retry:
+                camp.again_rounds.append(retry)
+                got.update({p: s for p, s in measure(i, retry).items() if s})
         for p in rnd:
             if got.get(p):
                 camp.samples[p] = list(got[p])
             else:
                 camp.failed.append(p)
+                orphans += [n for n in p if n not in camp.lost and n not in orphans
+                            and set(p) & camp.lost.keys()]
     verdict = network_verdict(nodes, camp.samples, settings, topology)
-    if follow_up_rounds <= 0 or not verdict.judged:
+    orphans = [n for n in orphans if n not in camp.lost]
+    if follow_up_rounds <= 0 or not (verdict.judged or orphans):
         return camp, verdict
     links = [tuple(c.name.split("<->")) for c in verdict.culprits if c.kind == "link"]
     suspects = [pair(a, b) for a, b in links]
@@ -66,13 +90,15 @@ def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
     # a named switch is the verdict for its nodes: pairing them again adds nothing
     in_switch = {n for c in verdict.culprits if c.kind == "switch" for n in c.nodes}
     healthy = [n for n in nodes if n not in named and n not in in_switch
-               and not any(n in p for p in suspects)]
-    camp.follow_up_rounds = follow_up(suspects, sorted(named - in_switch), healthy,
-                                      set(camp.samples), max_rounds=follow_up_rounds)
+               and n not in camp.lost and not any(n in p for p in suspects)]
+    camp.follow_up_rounds = follow_up(suspects, sorted(named - in_switch - camp.lost.keys()),
+                                      healthy, set(camp.samples), max_rounds=follow_up_rounds,
+                                      orphans=orphans)
     if not camp.follow_up_rounds:
         return camp, verdict
     for i, rnd in enumerate(camp.follow_up_rounds, start=len(camp.rounds)):
-        got = measure(i, rnd)
+        live = [p for p in rnd if not set(p) & camp.lost.keys()]
+        got = dict(measure(i, live)) if live else {}
         for p in rnd:
             if got.get(p):
                 if p in camp.samples:

@@ -379,23 +379,43 @@ def judge_audit(findings: Mapping[str, Sequence[Mapping[str, object]]],
 
 
 def judge_references(verdict: Verdict, specs: Mapping[str, FigureSpec],
-                     floors: Mapping[str, tuple[float, str]]) -> None:
-    """Against the site's references: a node worse than the site's bound is named
-    unless the whole partition is (then it is the partition, said once)."""
+                     floors: Mapping[str, tuple[float, str]],
+                     settings: JudgeSettings | None = None) -> None:
+    """Against the site's references. A node worse than the site's bound is named
+    only when it is also an outlier of its partition (``low`` in the table): a
+    bound is a contract for the partition, and a node just below it among peers
+    just above it is the partition's spread, not a fault. Nodes below the bound
+    that are not outliers are one finding about the partition, as is a partition
+    whose median is worse than the bound, or within the figure's ``min_effect``
+    of it (near the bound, the spread alone puts nodes on both sides)."""
+    settings = settings or JudgeSettings()
     for fig, (bound, source) in floors.items():
         spec = specs[fig]
         vals = {n: figs[fig] for n, figs in verdict.table.items() if fig in figs}
         if not vals:
             continue
         center = median([d.value for d in vals.values()])
+        where = f"the site's bound {_fmt(bound)} {spec.unit} ({source})"
         if spec.worse(center, bound) > 0:
             verdict.partition.append(
-                f"{spec.label}: partition median {_fmt(center)} {spec.unit} is worse than the "
-                f"site's bound {_fmt(bound)} {spec.unit} ({source}): the whole partition, "
-                "not one node")
+                f"{spec.label}: partition median {_fmt(center)} {spec.unit} is worse than "
+                f"{where}: the whole partition, not one node")
             continue
-        for n, d in sorted(vals.items()):
-            if spec.worse(d.value, bound) > 0:
+        below = sorted(n for n, d in vals.items() if spec.worse(d.value, bound) > 0)
+        for n in below:
+            d = vals[n]
+            if d.low:
                 verdict.culprits.append(Culprit(
                     "node", n, fig, f"{n}: {spec.label} {_fmt(d.value)} {spec.unit} is worse "
-                    f"than the site's bound {_fmt(bound)} {spec.unit} ({source})", [n]))
+                    f"than {where}, and an outlier of its partition", [n]))
+        plain = [n for n in below if not vals[n].low]
+        near = -spec.worse(center, bound) <= settings.effect(spec)
+        if plain or near:
+            shown = ", ".join(plain[:5]) + (f" and {len(plain) - 5} more" if len(plain) > 5
+                                            else "")
+            verdict.partition.append(
+                f"{spec.label}: partition median {_fmt(center)} {spec.unit}"
+                + (f", within {settings.effect(spec) * 100:.0f} % of {where}" if near
+                   else f" against {where}")
+                + (f"; {len(plain)} node(s) below it, none an outlier of the partition "
+                   f"({shown}): the partition's spread, not one node" if plain else ""))

@@ -24,11 +24,18 @@ from typing import Any
 from hpcval.core.errors import EnvironmentFault, ParseError
 from hpcval.core.paths import project_root
 from hpcval.node import sizing
-from hpcval.parsers.imb import ImbTable, parse_imb
+from hpcval.parsers.imb import ImbResult, ImbTable, parse_imb
 from hpcval.vet.probe import MARKER
 from hpcval.vet.schedule import Pair
 from hpcval.vet.sitecfg import VetSite
-from hpcval.vet.slurm import Allocation, StepResult, by_task
+from hpcval.vet.slurm import (
+    DEAD_STATES,
+    Allocation,
+    StepResult,
+    by_task,
+    first_node_error,
+    nodes_info,
+)
 
 Progress = Callable[[str], None]
 
@@ -55,6 +62,12 @@ class NodeSamples:
     sizes: dict[str, dict[str, str]] = field(default_factory=dict)
     #: node -> what of it was not measured and why (a lost sample counts)
     unmeasured: dict[str, list[str]] = field(default_factory=dict)
+    #: node -> srun's first line about it, for a node a step lost (left out after)
+    lost: dict[str, str] = field(default_factory=dict)
+    #: steps measured again without a lost node
+    again_used: int = 0
+    #: the triad step's command (:mod:`hpcval.vet.confirm` runs it again)
+    triad_cmd: list[str] = field(default_factory=list)
 
 
 def triad_size(site: VetSite, settings: Settings) -> sizing.Size:
@@ -136,6 +149,21 @@ def _misplaced(hosts: dict[int, str], planned: Sequence[str]) -> set[str]:
     return bad
 
 
+def _multi_table(result: ImbResult, groups: int, source: str) -> ImbTable:
+    """The per-group PingPong table of one ``-multi 1`` world: ``Multi-PingPong``,
+    or, for a world of one group (2 ranks: a follow-up round of a single pair),
+    the plain ``PingPong`` table IMB prints then, with its ``Group`` column
+    (tests/data/vet/steps/pair-2ranks-multi1.out)."""
+    names = {t.benchmark for t in result.tables}
+    if "Multi-PingPong" in names or groups > 1:
+        return result.table("Multi-PingPong")
+    table = result.table("PingPong")
+    if "group" not in table.columns:
+        raise ParseError(f"{source}: a PingPong table without a Group column (columns: "
+                         f"{', '.join(table.columns)}): IMB-MPI1 ran without -multi 1")
+    return table
+
+
 def multi_pingpong(text: str, groups: Sequence[tuple[str, str]], source: str,
                    ) -> tuple[dict[int, tuple[list[float], list[float]]], dict[int, str]]:
     """Each group's samples of one ``IMB-MPI1 -multi 1 PingPong`` over ranks placed as
@@ -143,7 +171,7 @@ def multi_pingpong(text: str, groups: Sequence[tuple[str, str]], source: str,
     group -> why it has none). Where Intel MPI printed its placement
     (``I_MPI_DEBUG=4``), a group whose ranks ran elsewhere than planned is refused."""
     result = parse_imb(text, source)
-    tables = result.table("Multi-PingPong").group_tables()
+    tables = _multi_table(result, len(groups), source).group_tables()
     planned = [n for g in groups for n in g]
     misplaced = _misplaced(result.hosts, planned)
     got: dict[int, tuple[list[float], list[float]]] = {}
@@ -178,6 +206,11 @@ def _save(raw: Path, name: str, res: StepResult) -> None:
 
 
 def _why(res: StepResult) -> str:
+    """Why a step failed: Slurm's word that it created no step, else srun's
+    last line (a line naming the node that failed is taken before it:
+    :func:`lost_in_step`)."""
+    if not res.created:
+        return f"Slurm created no step: {res.why_refused()}"
     lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()
              and "MPI startup()" not in ln]
     killed = " (killed after the step's time limit)" if "step killed after" in res.stderr else ""
@@ -269,17 +302,19 @@ def bounded_triad_size(site: VetSite, settings: Settings, per_node: int | None,
 
 
 def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings: Settings,
-               workdir: Path, progress: Progress) -> NodeSamples:
+               workdir: Path, progress: Progress, again: int = 0) -> NodeSamples:
     """Probe, triad and shared-memory PingPong on every node at once: three srun
-    steps whatever the number of nodes."""
+    steps whatever the number of nodes, and, where a node lost in the shared-memory
+    PingPong's MPI world ended it for all, that step once more without it (at most
+    ``again`` times: :attr:`NodeSamples.again_used`)."""
     raw = workdir / "raw"
     out = NodeSamples()
     mpi = _mpi(site)
     hosts = list(nodes)
 
     def lost(node: str, what: str, cause: str) -> None:
+        # listed once, as unmeasured (not again as a failure)
         out.unmeasured.setdefault(node, []).append(f"{what}: {cause}")
-        out.failures.append(f"{node}: {what} failed: {cause}")
 
     expect = [f"--expect={site.host_expectations}"] if site.host_expectations else []
     probe = [sys.executable, "-m", "hpcval.vet.probe", f"--samples={settings.samples}", *expect]
@@ -308,6 +343,7 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
     cmd = [sys.executable, "-m", "hpcval.vet.probe", f"--samples={settings.samples}",
            f"--triad={cfdio}", f"--triad-n={size.params['triad_n']}",
            f"--reps={size.params['reps']}"]
+    out.triad_cmd = cmd
     t0 = time.monotonic()
     res = alloc.run("triad", hosts, cmd, site.env, settings.step_timeout * settings.samples,
                     workdir, independent=True)
@@ -329,20 +365,39 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
     msglen = write_msglen(workdir / "msglen-shm.txt", settings.samples)
     cmd = _imb(site, msglen, 20)
     t0 = time.monotonic()
-    res = alloc.run("shm-pingpong", [h for n in hosts for h in (n, n)], cmd,
-                    {**site.env, "I_MPI_DEBUG": "4"}, settings.step_timeout, workdir, mpi)
-    _save(raw, "shm-pingpong", res)
     bw: dict[str, list[float]] = {}
     lat: dict[str, list[float]] = {}
-    try:
-        got, why = multi_pingpong(res.stdout, [(n, n) for n in hosts], "shared-memory PingPong")
-    except ParseError as err:
-        got, why = {}, {g: f"{err}; {_why(res)}" for g in range(len(hosts))}
-    for g, n in enumerate(hosts):
-        if g in got:
-            bw[n], lat[n] = got[g]
-        else:
-            lost(n, "shared-memory PingPong", why.get(g, _why(res)))
+    todo = list(hosts)
+    while todo:
+        # one MPI world: a node lost in it ends it for all; measured again without it
+        key = "shm-pingpong" + (f"-again{out.again_used}" if todo != hosts else "")
+        ranks = [h for n in todo for h in (n, n)]
+        res = alloc.run(key, ranks, cmd, {**site.env, "I_MPI_DEBUG": "4"},
+                        settings.step_timeout, workdir, mpi)
+        _save(raw, key, res)
+        try:
+            got, why = multi_pingpong(res.stdout, [(n, n) for n in todo],
+                                      "shared-memory PingPong")
+        except ParseError as err:
+            got, why = {}, {g: f"{err}; {_why(res)}" for g in range(len(todo))}
+        failed = [n for g, n in enumerate(todo) if g not in got]
+        for g, n in enumerate(todo):
+            if g in got:
+                bw[n], lat[n] = got[g]
+        gone = lost_in_step(res, ranks) if failed else {}
+        for n, line in gone.items():
+            out.lost.setdefault(n, f"shared-memory PingPong: {line}")
+        retry = [n for n in failed if n not in gone]
+        if gone and retry and out.again_used < again:
+            out.again_used += 1
+            progress(f"shared-memory PingPong lost {', '.join(gone)}: measured again on "
+                     f"the {len(retry)} other node(s)")
+            todo = retry
+            continue
+        for g, n in enumerate(todo):
+            if n in failed:
+                lost(n, "shared-memory PingPong", gone.get(n) or why.get(g, _why(res)))
+        break
     out.figures["shm_pingpong_bw_1MiB"] = bw
     out.figures["shm_pingpong_lat_8B"] = lat
     progress(f"shared-memory PingPong on {len(nodes)} nodes at once (IMB -multi, "
@@ -350,25 +405,54 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
     return out
 
 
+def lost_in_step(res: StepResult, hosts: Sequence[str]) -> dict[str, str]:
+    """The nodes a failed step lost, with srun's first line about each: the node
+    its first error names (``Task launch ... failed on node lab-n9``), and any
+    node of the step Slurm now reports down or not responding."""
+    out: dict[str, str] = {}
+    if not res.created:
+        return out  # no step: the job is gone, no node of it is to blame
+    first = first_node_error(res.stderr, hosts)
+    if first:
+        out[first[0]] = first[1]
+    try:
+        info = nodes_info(list(dict.fromkeys(hosts)))
+    except EnvironmentFault:
+        return out
+    for n, node in info.items():
+        if n not in out and any(s in node.state for s in DEAD_STATES):
+            out[n] = f"Slurm reports {n} {node.state}" + (f" ({node.reason})" if node.reason
+                                                          else "")
+    return out
+
+
 def pair_measure(alloc: Allocation, site: VetSite, settings: Settings, workdir: Path,
                  progress: Progress, total_rounds: Callable[[], int],
                  latency: dict[Pair, list[float]], causes: dict[Pair, str] | None = None,
+                 lost: dict[str, str] | None = None,
                  ) -> Callable[[int, list[Pair]], dict[Pair, list[float]]]:
     """measure(round, pairs): one srun step per round, one MPI world over the
     round's nodes with the pairs as IMB -multi's groups (ranks 2g and 2g+1 on the
-    ends of pair g), every pair at once. ``causes``: pair -> why it has no samples."""
+    ends of pair g), every pair at once. ``causes``: pair -> why it has no samples;
+    ``lost``: node -> srun's first line about it, for a node a failed round lost
+    (:func:`lost_in_step`; the campaign leaves it out of the rounds after)."""
     raw = workdir / "raw"
     msglen = write_msglen(workdir / "msglen-pair.txt", settings.samples)
     cmd = _imb(site, msglen, settings.iterations)
     mpi = _mpi(site)
     causes = causes if causes is not None else {}
+    lost = lost if lost is not None else {}
+    runs: dict[int, int] = {}
 
     def measure(index: int, pairs: list[Pair]) -> dict[Pair, list[float]]:
         t0 = time.monotonic()
         hosts = [h for p in pairs for h in p]
-        res = alloc.run(f"round{index + 1}", hosts, cmd, {**site.env, "I_MPI_DEBUG": "4"},
+        # a round measured again (after a lost node) keeps the first one's output
+        runs[index] = runs.get(index, 0) + 1
+        key = f"round{index + 1}" + (f"-again{runs[index] - 1}" if runs[index] > 1 else "")
+        res = alloc.run(key, hosts, cmd, {**site.env, "I_MPI_DEBUG": "4"},
                         settings.step_timeout, workdir, mpi)
-        _save(raw, f"round{index + 1}", res)
+        _save(raw, key, res)
         try:
             got_g, why = multi_pingpong(res.stdout, [tuple(p) for p in pairs],  # type: ignore[misc]
                                         f"PingPong round {index + 1}")
@@ -376,62 +460,27 @@ def pair_measure(alloc: Allocation, site: VetSite, settings: Settings, workdir: 
             got_g, why = {}, {g: f"{err}; {_why(res)}" for g in range(len(pairs))}
         got: dict[Pair, list[float]] = {}
         failed = []
+        gone = lost_in_step(res, hosts) if len(got_g) < len(pairs) else {}
+        for n, line in gone.items():
+            lost.setdefault(n, f"round {index + 1}: {line}")
         for g, p in enumerate(pairs):
             if g in got_g:
                 got[p], latency[p] = got_g[g]
             else:
-                causes[p] = f"round {index + 1}: {why.get(g, _why(res))}"
+                ends = [n for n in p if n in gone]
+                causes[p] = (f"round {index + 1}: {gone[ends[0]]}" if ends else
+                             f"round {index + 1}: {why.get(g, _why(res))}"
+                             + (f" (the world ended with {', '.join(gone)}: "
+                                f"{next(iter(gone.values()))})" if gone else ""))
                 failed.append(f"{p[0]}<->{p[1]}")
         meds = sorted(statistics.median(v) for v in got.values())
         shown = (f"pair medians {meds[0]:.0f}-{meds[-1]:.0f} MB/s" if meds else "no pair")
-        progress(f"round {index + 1}/{total_rounds()}: {len(pairs)} pair(s) at once, one "
-                 f"step, {time.monotonic() - t0:.1f} s: {shown}"
+        again = f" (again, {runs[index] - 1})" if runs[index] > 1 else ""
+        progress(f"round {index + 1}/{total_rounds()}{again}: {len(pairs)} pair(s) at once, "
+                 f"one step, {time.monotonic() - t0:.1f} s: {shown}"
                  + (f"; FAILED {len(failed)}: {', '.join(failed[:8])}"
-                    f"{' ...' if len(failed) > 8 else ''} ({_why(res)})" if failed else ""))
+                    f"{' ...' if len(failed) > 8 else ''} ({_why(res)})" if failed else "")
+                 + "".join(f"; LOST {n}: {line}" for n, line in gone.items()))
         return got
 
     return measure
-
-
-def gpu_samples_of(outputs: dict[str, str], failures: list[str]
-                   ) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """``{figure: {node: {gpu: samples}}}`` from each node's GPU probe output
-    (:mod:`hpcval.vet.gpu_probe`); a node without its line, and every
-    measurement a probe skipped, is added to *failures*."""
-    from hpcval.vet.gpu_probe import MARKER as GPU_MARKER
-
-    out: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for node, text in outputs.items():
-        line = next((ln for ln in text.splitlines() if ln.startswith(GPU_MARKER)), None)
-        if line is None:
-            failures.append(f"{node}: GPU probe printed no result line")
-            continue
-        data = json.loads(line[len(GPU_MARKER):])
-        failures += [f"{node}: {why}" for why in data.get("skipped", [])]
-        for figure, per_gpu in data.get("figures", {}).items():
-            out.setdefault(figure, {})[node] = per_gpu
-    return out
-
-
-def gpu_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings: Settings,
-              workdir: Path, progress: Progress) -> tuple[dict[str, Any], list[str]]:
-    """Every GPU of every node at once: one probe task per node, one srun step."""
-    raw = workdir / "raw"
-    probe = [sys.executable, "-m", "hpcval.vet.gpu_probe", f"--samples={settings.samples}"]
-    t0 = time.monotonic()
-    hosts = list(nodes)
-    res = alloc.run("gpu-probe", hosts, probe, site.env, 10 * settings.step_timeout, workdir,
-                    independent=True)
-    _save(raw, "gpu-probe", res)
-    failures: list[str] = []
-    tasks = by_task(res.stdout)
-    outputs = {}
-    for i, n in enumerate(hosts):
-        if i not in tasks:
-            failures.append(f"{n}: GPU probe failed: {_task_cause(res, n, i)}")
-            continue
-        outputs[n] = "\n".join(tasks[i]) + "\n"
-    samples = gpu_samples_of(outputs, failures)
-    progress(f"GPU probe (BabelStream, gpubench) on {len(nodes)} nodes at once, one step: "
-             f"{time.monotonic() - t0:.1f} s")
-    return samples, failures

@@ -37,7 +37,9 @@ def head_line(result: Mapping[str, Any]) -> str:
     """The first line of a vetting's text: which partition, how big, how long."""
     return (f"hpcval vet {result['id']}: site {result['site']}, partition "
             f"{result['partition']}, {len(result['verdict']['nodes'])} nodes, "
-            f"{result['rounds']} rounds (+{result['follow_up_rounds']} follow-up), "
+            f"{result['rounds']} rounds (+{result['follow_up_rounds']} follow-up"
+            + (f", +{result['again_rounds']} again without a lost node"
+               if result.get("again_rounds") else "") + "), "
             f"{result['jobs']} job, {result['steps']} srun steps, "
             f"{result['wall_seconds']:.0f} s")
 
@@ -153,7 +155,8 @@ def html_page(result: Mapping[str, Any]) -> str:
     else:
         parts.append("<p>" + ("No node, link or switch is off its partition."
                               if verdict["judged"] else "Nothing could be judged.") + "</p>")
-    notes = ([f"Not measured: {n}" for n in result.get("unmeasured", [])]
+    notes = ([f"Not measured: {u['kind']} {u['name']}: {u['cause']}"
+              for u in result.get("unmeasured", [])]
              + verdict["partition"] + verdict["notes"] + list(result.get("failures", [])))
     if notes:
         shown = notes[:FIRST_SCREEN]

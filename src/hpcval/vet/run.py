@@ -6,13 +6,13 @@ import getpass
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hpcval.core.errors import InputError, StoreError
 from hpcval.core.runid import new_run_id
-from hpcval.vet import campaign, measure, report, stored
+from hpcval.vet import campaign, confirm, gpu_measure, measure, report, stored
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
     FIGURES,
@@ -25,6 +25,7 @@ from hpcval.vet.judge import (
     judge_references,
     median,
 )
+from hpcval.vet.planning import Options, check_plan, make_plan
 from hpcval.vet.schedule import Pair
 from hpcval.vet.sitecfg import VetSite
 
@@ -33,78 +34,6 @@ Progress = Callable[[str], None]
 #: exit code of a vetting that could not measure everything it planned
 #: (docs/vet.md): a node or pair is ``unmeasured``, named with the cause
 EXIT_INCOMPLETE = 4
-
-#: srun steps of the per-node phase: probe, triad, shared-memory PingPong
-NODE_STEPS = 3
-#: start-up of one step as measured on the lab (srun, Intel MPI over TCP): the
-#: plan's wall time counts it once per step
-STEP_START_S = 3.0
-#: the link rate the plan's wall time assumes where the site states none
-ASSUMED_LINK_MBS = 100.0
-
-
-@dataclass
-class Plan:
-    """What a vetting will run, known before it starts."""
-
-    nodes: int
-    rounds: int
-    follow_up_rounds: int
-    node_steps: int
-    wall_s: float
-    assumptions: str
-
-    @property
-    def steps(self) -> int:
-        """srun steps at most: per-node steps, one per round, one per follow-up round."""
-        return self.node_steps + self.rounds + self.follow_up_rounds
-
-    def text(self) -> str:
-        return (f"plan: {self.nodes} nodes, 1 job, at most {self.steps} srun steps "
-                f"({self.node_steps} per-node: probe, triad, shared-memory PingPong"
-                f"{', GPU probe' if self.node_steps > NODE_STEPS else ''}; {self.rounds} "
-                f"round(s) of pairs, one step each; up to {self.follow_up_rounds} follow-up "
-                f"round(s)), one srun at a time; expected wall time ~{self.wall_s:.0f} s "
-                f"({self.assumptions})")
-
-
-def make_plan(site: VetSite, nodes: Sequence[str], opts: Options) -> Plan:
-    from hpcval.vet.schedule import plan
-
-    s = opts.settings
-    rounds = len(plan(nodes, opts.max_rounds))
-    node_steps = NODE_STEPS + int(site.gpus)
-    ref = site.references().get("pingpong_bw_1MiB")
-    rate = ref[0] if ref else ASSUMED_LINK_MBS
-    triad_bytes = 24 * (s.triad_n or 16_778_000) * s.samples * 3
-    round_s = s.samples * s.iterations * 2 * 1.048576 / rate
-    steps = node_steps + rounds + opts.follow_up_rounds
-    wall = (steps * STEP_START_S + triad_bytes / 1e9 + rounds * round_s
-            + opts.follow_up_rounds * round_s)
-    assumptions = (f"{STEP_START_S:.0f} s start-up per step, pairs at "
-                   f"{'the site reference ' if ref else 'an assumed '}{rate:.0f} MB/s, "
-                   "triad at 1 GB/s, follow-up rounds included")
-    return Plan(len(nodes), rounds, opts.follow_up_rounds, node_steps, wall, assumptions)
-
-
-def check_plan(plan_: Plan, max_steps: int) -> None:
-    """Refuse a plan of more steps than one job may start (``MaxStepCount``)."""
-    if plan_.steps > max_steps:
-        raise InputError(
-            f"the plan needs up to {plan_.steps} srun steps in one job ({plan_.node_steps} "
-            f"per-node + {plan_.rounds} rounds + {plan_.follow_up_rounds} follow-up) and "
-            f"this cluster's MaxStepCount is {max_steps} (scontrol show config): lower "
-            "--max-rounds or --follow-up; exit 2")
-
-
-@dataclass
-class Options:
-    settings: measure.Settings = field(default_factory=measure.Settings)
-    judging: JudgeSettings = field(default_factory=JudgeSettings)
-    max_rounds: int = 7
-    follow_up_rounds: int = 2
-    minutes: int = 30
-    reservation: str | None = None
 
 
 def store_dir(site: VetSite, vet_id: str) -> Path:
@@ -117,6 +46,15 @@ def store_dir(site: VetSite, vet_id: str) -> Path:
     except OSError as err:
         raise StoreError(f"{path}: cannot create the vetting directory: {err} (exit 3)") from None
     return path
+
+
+def _remove_empty(workdir: Path) -> None:
+    """Remove a vetting's directory that holds nothing yet (its empty ``raw/``)."""
+    for path in (workdir / "raw", workdir):
+        try:
+            path.rmdir()
+        except OSError:
+            return  # not empty (or gone): kept as it is
 
 
 def _cpu_busy() -> float:
@@ -151,7 +89,11 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
     and refused if it needs more steps than the cluster's ``MaxStepCount``."""
     the_plan = make_plan(site, nodes, opts)
     (announce or progress)(the_plan.text())
-    check_plan(the_plan, vslurm.max_step_count())
+    try:
+        check_plan(the_plan, vslurm.max_step_count())
+    except InputError:
+        _remove_empty(workdir)  # nothing ran: no empty result left behind
+        raise
     topo = {n: s for n, s in vslurm.topology().items() if n in nodes}
     t0, cpu0 = time.monotonic(), _cpu_busy()
     load0 = os.getloadavg()
@@ -163,26 +105,35 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
              f"{site.slurm_partition} ({','.join(nodes)})")
     with vslurm.Allocation(nodes, site.slurm_partition, opts.minutes, extra) as alloc:
         progress(f"job {alloc.job_id}: per-node figures on all nodes at once")
-        node_samples = measure.node_phase(alloc, site, nodes, opts.settings, workdir, progress)
+        node_samples = measure.node_phase(alloc, site, nodes, opts.settings, workdir, progress,
+                                          again=opts.again)
         gpu_samples: dict[str, Any] = {}
         if site.gpus:
-            gpu_samples, gpu_failures = measure.gpu_phase(alloc, site, nodes, opts.settings,
+            gpu_samples, gpu_failures = gpu_measure.gpu_phase(alloc, site, nodes, opts.settings,
                                                           workdir, progress)
             node_samples.failures += gpu_failures
         rounds_total: list[int] = [0]
+        lost = dict(node_samples.lost)  # filled by the rounds as well
         measure_fn = measure.pair_measure(alloc, site, opts.settings, workdir, progress,
-                                          lambda: rounds_total[0], latency, causes)
+                                          lambda: rounds_total[0], latency, causes, lost)
         from hpcval.vet.schedule import plan
         rounds_total[0] = len(plan(nodes, opts.max_rounds))
         progress(f"network: {rounds_total[0]} round(s) of disjoint pairs")
         camp, verdict = campaign.run(nodes, _counting(measure_fn, rounds_total, opts),
                                      opts.judging, max_rounds=opts.max_rounds,
                                      topology=topo or None,
-                                     follow_up_rounds=opts.follow_up_rounds)
+                                     follow_up_rounds=opts.follow_up_rounds, lost=lost,
+                                     again=opts.again - node_samples.again_used)
+        # per-node suspects measured again beside healthy controls (vet/confirm.py)
+        wanted = confirm.suspects(node_samples.figures, nodes, opts.judging)
+        confirmed = confirm.measure_again(
+            alloc, site, nodes, wanted, node_samples, opts.settings, workdir, progress,
+            opts.confirm, set(lost)) if opts.confirm else {}
         job_id = alloc.job_id
         steps = alloc.steps
         step_seconds = dict(alloc.step_seconds)
-    judge_nodes(verdict, node_samples, opts.judging, site.references())
+        refused = [{"step": k, "srun": why} for k, why in alloc.refused]
+    judge_nodes(verdict, node_samples, opts.judging, site.references(), confirmed)
     if gpu_samples:
         from hpcval.vet.gpu import judge_gpus  # GPU partitions only
 
@@ -193,22 +144,26 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         "environ": site.env_name, "job_id": job_id, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(wall, 1), "jobs": 1,
-        "steps": steps, "step_seconds": step_seconds,
+        "steps": steps, "step_seconds": step_seconds, "steps_refused": refused,
         "plan": asdict(the_plan) | {"steps": the_plan.steps},
         "rounds": len(camp.rounds), "follow_up_rounds": len(camp.follow_up_rounds),
+        "again_rounds": len(camp.again_rounds),
         "schedule": [[list(p) for p in r] for r in camp.rounds + camp.follow_up_rounds],
+        "lost": camp.lost,
         "cpu_seconds_machine": round(_cpu_busy() - cpu0, 1),
         "loadavg_before": [round(x, 2) for x in load0],
         "topology": topo, "settings": {"measure": asdict(opts.settings),
                                        "judging": asdict(opts.judging),
                                        "max_rounds": opts.max_rounds},
         "node_samples": node_samples.figures, "audit": node_samples.audit,
+        "confirm": confirmed,
         "sizes": node_samples.sizes,
         "gpu_samples": gpu_samples,
         "pair_samples": {f"{a}|{b}": s for (a, b), s in camp.samples.items()},
         "pair_first_samples": {f"{a}|{b}": s for (a, b), s in camp.first.items()},
         "pair_latency_8B": {f"{a}|{b}": s for (a, b), s in latency.items()},
-        "failures": node_samples.failures + [f"pair {a}<->{b} failed" for a, b in camp.failed],
+        # a pair that failed is listed once, in "unmeasured", with its cause
+        "failures": node_samples.failures,
         "unmeasured": unmeasured(nodes, node_samples, camp, causes),
         "verdict": verdict.to_dict(),
     }
@@ -219,16 +174,25 @@ def unmeasured(nodes: Sequence[str], samples: measure.NodeSamples, camp: campaig
     """Every node and pair whose measurement failed or was lost, with the cause:
     a node that lost any planned sample, a pair that has no samples, a node none
     of whose pairs was measured."""
-    out = [{"kind": "node", "name": n, "cause": "; ".join(why)}
-           for n, why in samples.unmeasured.items()]
+    out = [{"kind": "node", "name": n, "cause": "; ".join(
+        [f"lost during the vetting: {why}", *samples.unmeasured.get(n, [])])}
+        for n, why in camp.lost.items()]
+    out += [{"kind": "node", "name": n, "cause": "; ".join(why)}
+            for n, why in samples.unmeasured.items() if n not in camp.lost]
     lost = [p for p in dict.fromkeys(camp.failed) if p not in camp.samples]
     out += [{"kind": "pair", "name": f"{a}<->{b}",
-             "cause": causes.get((a, b), "no samples")} for a, b in lost]
+             "cause": causes.get((a, b)) or _lost_end(a, b, camp.lost)} for a, b in lost]
     planned = {n for r in camp.rounds for p in r for n in p}
     measured = {n for p in camp.samples for n in p}
     out += [{"kind": "node", "name": n, "cause": "none of its pairs was measured"}
-            for n in nodes if n in planned and n not in measured]
+            for n in nodes if n in planned and n not in measured and n not in camp.lost]
     return out
+
+
+def _lost_end(a: str, b: str, lost: dict[str, str]) -> str:
+    ends = [n for n in (a, b) if n in lost]
+    return (f"not measured: {ends[0]} was lost ({lost[ends[0]]})" if ends
+            else "no samples")
 
 
 def _counting(fn: campaign.Measure, total: list[int], opts: Options) -> campaign.Measure:
@@ -240,13 +204,17 @@ def _counting(fn: campaign.Measure, total: list[int], opts: Options) -> campaign
 
 
 def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeSettings,
-                references: dict[str, tuple[float, str]]) -> None:
+                references: dict[str, tuple[float, str]],
+                confirmed: dict[str, Any] | None = None) -> None:
+    """The per-node figures, the audit and the site's references; with
+    ``confirmed`` (``vet.json``'s ``confirm``), a node named on a per-node figure
+    stays named only where its second measurement confirms it."""
     for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz"):
         if samples.figures.get(fig):
             judge_node_figure(samples.figures[fig], FIGURES[fig], settings, verdict,
                               judged=fig not in INFORMATIONAL)
     judge_audit(samples.audit, settings, verdict)
-    judge_references(verdict, FIGURES, references)
+    judge_references(verdict, FIGURES, references, settings)
     # one culprit entry per node and figure
     seen, unique = set(), []
     for c in verdict.culprits:
@@ -255,6 +223,8 @@ def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeS
             seen.add(key)
             unique.append(c)
     verdict.culprits = unique
+    if confirmed:
+        confirm.judge_again(verdict, confirmed, settings)
 
 
 def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None,
@@ -267,7 +237,7 @@ def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None
                                        result.get("topology") or None)
     judge_nodes(verdict, measure.NodeSamples(figures=result["node_samples"],
                                              audit=result.get("audit", {})),
-                settings, references or {})
+                settings, references or {}, result.get("confirm"))
     if result.get("gpu_samples") or result.get("gpu_node_samples"):
         from hpcval.vet.gpu import judge_gpus  # GPU partitions only
 

@@ -79,9 +79,11 @@ def pack(pairs: Iterable[Pair]) -> list[list[Pair]]:
 
 def follow_up(suspect_pairs: Iterable[Pair], suspect_nodes: Iterable[str],
               healthy: Sequence[str], measured: set[Pair], per_node: int = 2,
-              max_rounds: int = 3) -> list[list[Pair]]:
+              max_rounds: int = 3, orphans: Sequence[str] = ()) -> list[list[Pair]]:
     """Rounds that re-measure ``suspect_pairs`` and pair every end of a suspect pair
-    (and every suspect node) with ``per_node`` healthy peers it has not met yet.
+    (and every suspect node) with ``per_node`` healthy peers it has not met yet;
+    then every one of ``orphans`` (a node whose planned peer was lost during the
+    vetting) with one healthy peer it has not met.
 
     A low pair that is low again, while both its ends are fine with fresh peers,
     is the link; an end that is low with the fresh peers too is the node.
@@ -106,6 +108,12 @@ def follow_up(suspect_pairs: Iterable[Pair], suspect_nodes: Iterable[str],
         # spread the extra work over the healthy nodes (the least loaded first;
         # nsmallest is sorted(...)[:per_node], without sorting all of them)
         for h in heapq.nsmallest(per_node, fresh, key=lambda h: load[h]):
+            load[h] += 1
+            add(pair(end, h))
+    for end in orphans:
+        fresh = [h for h in healthy if h != end and pair(end, h) not in measured
+                 and pair(end, h) not in seen]
+        for h in heapq.nsmallest(1, fresh, key=lambda h: load[h]):
             load[h] += 1
             add(pair(end, h))
     return pack(wanted)[:max_rounds]

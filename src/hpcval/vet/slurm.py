@@ -155,9 +155,14 @@ class Allocation:
         self.steps = 0
         #: each step's name and seconds, in order
         self.step_seconds: list[tuple[str, float]] = []
+        #: steps srun asked for and Slurm did not create: name and srun's words
+        self.refused: list[tuple[str, str]] = []
 
     def __enter__(self) -> Allocation:
+        # --no-kill: a node that fails leaves the job running on the others, so the
+        # rounds after it go on without it (docs/vet.md, "A node lost during the vetting")
         cmd = [_require("salloc"), "--no-shell", "--job-name=hpcval-vet", "--exclusive",
+               "--no-kill",
                f"--partition={self.partition}", f"--nodes={len(self.nodes)}",
                f"--nodelist={','.join(self.nodes)}", f"--time={self.minutes}",
                f"--immediate={self.wait}", *self.extra]
@@ -182,14 +187,21 @@ class Allocation:
         tasks): the host file is written to ``hostfile`` and handed to srun with
         ``--distribution=arbitrary``. An MPI world (``independent`` False) ends
         when one of its tasks fails; ``independent`` tasks go on without it, and
-        their output lines carry their task number (``--label``)."""
+        their output lines carry their task number (``--label``). Every task runs
+        with the node's own resource limits (``--propagate=NONE``), not those of the
+        shell that started the vetting: the probe's tuning audit reads the node."""
         nodes = list(dict.fromkeys(hosts))
         hostfile.write_text("".join(f"{h}\n" for h in hosts))
-        cmd = [_require("srun"), f"--jobid={self.job_id}", "--exclusive",
+        # --overlap, not --exclusive: the steps run one at a time anyway, and once
+        # Slurm removed a failed node from the job (--no-kill), 22.05 no longer
+        # frees an exclusive step's CPUs ("unable to update job's core use
+        # information due to job resizing"): every later --exclusive step waited
+        # for "Requested nodes are busy" until killed
+        cmd = [_require("srun"), f"--jobid={self.job_id}", "--overlap",
                # the host file is the node list: --nodelist would override it
                f"--nodes={len(nodes)}", f"--ntasks={len(hosts)}", "--distribution=arbitrary",
                *(["--label"] if independent else []),
-               f"--kill-on-bad-exit={int(not independent)}",
+               f"--kill-on-bad-exit={int(not independent)}", "--propagate=NONE",
                *([f"--mpi={mpi}"] if mpi else ["--mpi=none"]), *cmd]
         return cmd, {"SLURM_HOSTFILE": str(hostfile)}
 
@@ -198,10 +210,21 @@ class Allocation:
             independent: bool = False) -> StepResult:
         """Run one step (:meth:`step`) to its end; past ``timeout`` it is killed."""
         full, extra = self.step(hosts, cmd, workdir / f"hosts-{key}", mpi, independent)
-        self.steps += 1
         res = run_step(key, full, {**env, **extra}, timeout)
-        self.step_seconds.append((key, round(res.seconds, 1)))
+        if res.created:  # a step Slurm refused (the job gone) is no step of the job
+            self.steps += 1
+            self.step_seconds.append((key, round(res.seconds, 1)))
+        else:
+            self.refused.append((key, res.why_refused()))
         return res
+
+
+#: node states in which a node is lost to the vetting (``scontrol show node``)
+DEAD_STATES = ("DOWN", "FAIL", "NOT_RESPONDING", "POWER")
+
+#: srun's words when Slurm created no step (the job ended, the allocation is gone)
+_NO_STEP = ("Unable to create step", "Unable to confirm allocation", "Invalid job id",
+            "Job/step already completing or completed")
 
 
 @dataclass
@@ -211,6 +234,41 @@ class StepResult:
     stdout: str
     stderr: str
     seconds: float
+
+    @property
+    def created(self) -> bool:
+        """Whether Slurm created the step: srun says so when it did not."""
+        return not (self.returncode != 0 and any(w in self.stderr for w in _NO_STEP))
+
+    def why_refused(self) -> str:
+        lines = [ln.strip() for ln in self.stderr.splitlines()
+                 if any(w in ln for w in _NO_STEP)]
+        return lines[0][:300] if lines else f"srun exit {self.returncode}"
+
+
+#: srun's lines that name the node a step failed on (the node, not the reporter:
+#: ``slurmstepd: error: *** STEP 5.3 ON lab-n1 CANCELLED ...`` names where it was said)
+_NODE_ERROR = (
+    re.compile(r"failed on node ([\w.-]+)"),
+    re.compile(r"[Nn]ode failure on ([\w.-]+)"),
+    re.compile(r"^srun: error: ([\w.-]+): tasks? [\d,-]+: "),
+)
+
+
+def first_node_error(stderr: str, nodes: Sequence[str]) -> tuple[str, str] | None:
+    """(node, srun's line) of the first line of a step's stderr that names one of
+    ``nodes`` as failed: ``Task launch for StepId=7.4 failed on node lab-n9: ...``,
+    not the later ``lab-n8: task 9: Killed`` of the world it took down."""
+    names = set(nodes)
+    lines = [ln.strip() for ln in stderr.splitlines()]
+    # Slurm's own word on a node (launch failed, node failure) first, then the
+    # first task it reports ended: the tasks it killed with the world come after
+    for rx in _NODE_ERROR:
+        for line in lines:
+            m = rx.search(line)
+            if m and m.group(1) in names:
+                return m.group(1), line[:300]
+    return None
 
 
 def run_step(key: object, cmd: Sequence[str], env: Mapping[str, str],
