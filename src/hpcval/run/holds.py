@@ -69,6 +69,18 @@ def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]]
     """Held runs this run decides: each held figure of theirs judged ``pass`` here
     (against the baselines they are not in) is the old level confirmed; the held
     run stays out of baselines for good (state ``outlier``)."""
+    released = released_by(holds, run_id, verdicts)
+    for held_id in released:
+        new = {**holds[held_id], "state": "outlier", "confirmed_by": run_id}
+        store.set_hold(held_id, new)
+        _update_saved(site, held_id, held=new)
+    return released
+
+
+def released_by(holds: Mapping[str, dict[str, Any]], run_id: str,
+                verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> list[str]:
+    """The held runs this run's verdicts decide (each held figure of theirs
+    judged ``pass`` here): what :func:`_release_holds` marks ``outlier``."""
     now = {(k, v): o for k, v, o, _ in verdicts}
     released = []
     for held_id, hold in holds.items():
@@ -76,9 +88,6 @@ def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]]
         if hold.get("state") != "held" or held_id == run_id or not figs:
             continue
         if all(now.get(f) == "pass" for f in figs):
-            new = {**hold, "state": "outlier", "confirmed_by": run_id}
-            store.set_hold(held_id, new)
-            _update_saved(site, held_id, held=new)
             released.append(held_id)
     return released
 
