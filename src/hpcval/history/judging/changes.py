@@ -377,9 +377,9 @@ def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: fl
     """Whether the run-to-run spread of the newest runs grew against the accepted
     runs before them, or None.
 
-    ``recent``: log run values, oldest first, the current run last (the runs
-    the sustained rule reads: since the last accepted level, transients left
-    out); ``reference``: the accepted window's log run values not among them.
+    ``recent``: log run values, oldest first, the current run last (every
+    measured run since the last accepted level, called ones included);
+    ``reference``: the log run values before the newest ones tried.
     For each number of newest runs ``m`` in :data:`SPREAD_RUNS`, a one-sided
     Brown-Forsythe test (Welch's t on the absolute deviations of each group
     from its own median: a level that moves, and heavy tails, hardly move it)
