@@ -383,12 +383,13 @@ def main() -> int:
     args = ap.parse_args()
     if args.sequences is not None:
         seq_out = {}
-        for i, name in enumerate(args.sequences or list(SEQUENCES)):
+        for name in args.sequences or list(SEQUENCES):
             if name not in SEQUENCES:
                 print(f"noise_shapes.py: --sequences: unknown '{name}'; one of "
                       f"{', '.join(SEQUENCES)}", file=sys.stderr)
                 return 2
-            got = sequence(name, args.trials, 5, args.seed + 100 + i)
+            # the seed follows the name, not its place on the command line
+            got = sequence(name, args.trials, 5, args.seed + 100 + list(SEQUENCES).index(name))
             seq_out[name] = summarize_sequence(name, got)
             print(f"{name:14} " + "; ".join(f"{k}: {v}" for k, v in seq_out[name].items()),
                   flush=True)
