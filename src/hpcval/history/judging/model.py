@@ -453,7 +453,8 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
         if data.gap == 0:  # right behind the level's runs: it follows them
             cov = b_marg * sum(rho_b ** i for i in range(1, k + 1)) / k
         var_ar = (b_marg + v_cur + b_marg * level_factor(rho_b, k) + v_bar / k - 2 * cov)
-        var_pred = max(var_pred, var_ar)
+        # at least the independent runs' prediction with the corrected variance
+        var_pred = max(b_marg + v_cur + (b_marg + v_bar) / k, var_ar)
     se = math.sqrt(var_pred)
     cur_level = level_of(cur)
     diff = cur_level - base
