@@ -191,6 +191,179 @@ def recorded(path: str) -> dict:
     return out
 
 
+# ------------------------------------------------------------ validate's whole path
+#: the one test case of a simulated run, named as the store names cases
+CASE = "sim_check@sim:default+env"
+
+
+class Pipeline:
+    """``hpcval validate``'s path for one figure, without the store: each run is
+    judged by :func:`hpcval.run.decide.decide` (the window, ``judge_run``, the
+    sustained rule, what the sustained rule makes of a verdict, holds) against
+    the points before it, then kept as ``store_and_judge`` keeps it (accepted
+    or not, its result, its hold; held runs a later run decides become
+    outliers). ``tests/unit/test_noise_pipeline.py`` checks it run for run
+    against ``store_and_judge`` on a real store."""
+
+    def __init__(self, better: str, unit: str = "MB/s", settings: JudgingSettings | None = None,
+                 variable: str = "fig") -> None:
+        self.better, self.unit, self.variable = better, unit, variable
+        self.settings = settings or JudgingSettings()
+        self.points: list = []
+        self.holds: dict[str, dict] = {}
+
+    def _point(self, run_id: str, samples: np.ndarray, accepted: bool, result: str):
+        from hpcval.history.records import HistoryPoint
+
+        return HistoryPoint(run_id, None, accepted, CASE, self.variable, self.unit, self.better,
+                            float(np.median(samples)), [float(x) for x in samples], None,
+                            run_result=result)
+
+    def prefill(self, runs: list[np.ndarray]) -> None:
+        """Accepted runs of history (judged clean before; not judged here)."""
+        for x in runs:
+            self.points.append(self._point(f"r{len(self.points):05d}", x, True, "pass"))
+
+    def judge(self, samples: np.ndarray, run_id: str | None = None) -> tuple[str, dict, bool]:
+        """One run through validate's decision: (outcome, detail, accepted)."""
+        from hpcval.history.records import CaseRecord, FigureRecord
+        from hpcval.run.decide import decide
+        from hpcval.run.holds import released_by
+
+        run_id = run_id or f"r{len(self.points):05d}"
+        fig = FigureRecord(self.variable, self.unit, self.better, float(np.median(samples)),
+                           [float(x) for x in samples])
+        case = CaseRecord(CASE, "sim_check", {}, "sim", "default", "env", "", "", "", "pass",
+                          None, None, [fig])
+        d = decide(self.settings, run_id, [case], {(CASE, self.variable): list(self.points)},
+                   self.holds)
+        self.points.append(self._point(run_id, samples, d.accepted, d.result))
+        if d.hold is not None:
+            self.holds[run_id] = d.hold
+        else:
+            for held in released_by(self.holds, run_id, d.verdicts):
+                self.holds[held] = {**self.holds[held], "state": "outlier",
+                                    "confirmed_by": run_id}
+        _, _, outcome, detail = d.verdicts[0]
+        return outcome, detail, d.accepted
+
+
+def _ar(phi: float) -> Callable[..., np.ndarray]:
+    """Between-run level an AR(1) of lag-1 correlation ``phi`` (stationary sd 5 %),
+    within-run 3 %: a level that wanders and comes back."""
+    def draw(rng: np.random.Generator, n: int, state: dict) -> np.ndarray:
+        if "b" not in state:
+            state["b"] = rng.normal(0, 0.05)
+        else:
+            state["b"] = phi * state["b"] + rng.normal(0, 0.05 * np.sqrt(1 - phi * phi))
+        return 100 * np.exp(state["b"] * state.get("scale", 1.0) + rng.normal(0, 0.03, n))
+    return draw
+
+
+def _gauss_scaled(rng: np.random.Generator, n: int, state: dict) -> np.ndarray:
+    """The gaussian shape whose between-run sd is ``state["scale"]`` times 5 %."""
+    return 100 * np.exp(rng.normal(0, 0.05 * state.get("scale", 1.0)) + rng.normal(0, 0.03, n))
+
+
+NOISE: dict[str, tuple[Callable[..., np.ndarray], str]] = {
+    **{k: (v[0], v[1]) for k, v in SHAPES.items()},
+    "gaussian": (_gauss_scaled, "higher"),
+    "ar0.5": (_ar(0.5), "higher"),
+    "ar0.8": (_ar(0.8), "higher"),
+}
+
+#: name -> (noise, runs of history, [(runs, kind, factor)]): kinds ``clean``,
+#: ``fault`` (worse by ``factor``: a bandwidth x factor), ``good`` (better by
+#: it), ``spread`` (the between-run sd times ``factor``, the level unchanged)
+SEQUENCES: dict[str, tuple[str, int, list[tuple[int, str, float]]]] = {
+    "gaussian": ("gaussian", 30, [(10, "clean", 1.0)]),
+    "heavy": ("heavy", 30, [(10, "clean", 1.0)]),
+    "drift": ("drift", 30, [(10, "clean", 1.0)]),
+    "modes-within": ("modes-within", 30, [(10, "clean", 1.0)]),
+    "modes-between": ("modes-between", 30, [(10, "clean", 1.0)]),
+    "ar0.5": ("ar0.5", 30, [(20, "clean", 1.0)]),
+    "ar0.8": ("ar0.8", 30, [(20, "clean", 1.0)]),
+    "after-x0.5": ("gaussian", 30, [(1, "fault", 0.5), (10, "clean", 1.0)]),
+    "spread-x2": ("gaussian", 30, [(15, "spread", 2.0)]),
+    "t3-10": ("heavy", 10, [(5, "clean", 1.0)]),
+    "good-x1.5": ("gaussian", 30, [(1, "good", 1.5), (5, "clean", 1.0)]),
+    "step-return": ("gaussian", 30, [(3, "fault", 0.92), (8, "clean", 1.0)]),
+    "step-10": ("gaussian", 30, [(8, "fault", 0.9)]),
+    "step-10-ar0.5": ("ar0.5", 30, [(8, "fault", 0.9)]),
+    "drop-20": ("gaussian", 30, [(1, "fault", 0.8)]),
+}
+
+
+def sequence(name: str, trials: int, n: int, seed: int) -> list[list[tuple[str, str, bool]]]:
+    """``trials`` simulated histories of ``name`` judged through validate's
+    path: per trial, each judged run's (kind, outcome, accepted)."""
+    noise, history, plan = SEQUENCES[name]
+    draw, better = NOISE[noise]
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(trials):
+        state: dict = {}
+        pipe = Pipeline(better, "us" if better == "lower" else "MB/s")
+        pipe.prefill([draw(rng, n, state) for _ in range(history)])
+        got = []
+        for count, kind, factor in plan:
+            for _ in range(count):
+                state["scale"] = factor if kind == "spread" else 1.0
+                x = draw(rng, n, state)
+                if kind in ("fault", "good"):
+                    x = _worse(x, better, factor)  # x factor in the better direction's unit
+                outcome, _, accepted = pipe.judge(x)
+                got.append((kind, outcome, accepted))
+        out.append(got)
+    return out
+
+
+def _rate(hits: int, total: int) -> str:
+    return f"{hits / total:.1%} ({hits}/{total})" if total else "-"
+
+
+def summarize_sequence(name: str, got: list[list[tuple[str, str, bool]]]) -> dict[str, str]:
+    """The figures the issue's goals read, per sequence."""
+    plan = SEQUENCES[name][2]
+    out: dict[str, str] = {}
+    clean = [(i, o, a) for seq in got for i, (k, o, a) in enumerate(seq) if k == "clean"]
+    if clean:
+        out["false alarms per clean run"] = _rate(sum(o in ALARMS for _, o, _ in clean),
+                                                  len(clean))
+        out["held per clean run"] = _rate(sum(not a and o not in ALARMS for _, o, a in clean),
+                                          len(clean))
+    first_clean = next((i for i, (_, k, _) in enumerate(_flat(plan)) if k == "clean"), None)
+    if first_clean is not None and first_clean > 0:
+        first3 = [seq[j][1] for seq in got for j in range(first_clean, first_clean + 3)]
+        out["alarms in the first 3 clean runs"] = _rate(sum(o in ALARMS for o in first3),
+                                                        len(first3))
+        out["sequences with an alarm on a clean run"] = _rate(
+            sum(any(k == "clean" and o in ALARMS for k, o, _ in seq) for seq in got), len(got))
+    if name == "spread-x2":
+        flat = [o for seq in got for _, o, _ in seq]
+        out["regressed or improved"] = _rate(sum(o in ("regressed", "improved") for o in flat),
+                                             len(flat))
+        late = [seq[j][1] for seq in got for j in range(5, len(seq))]
+        out["unstable after 5 such runs"] = _rate(sum(o == "unstable" for o in late), len(late))
+    if name == "good-x1.5":
+        out["x1.5 run accepted"] = _rate(sum(seq[0][2] for seq in got), len(got))
+        out["x1.5 run held or called"] = _rate(sum(not seq[0][2] for seq in got), len(got))
+    if name.startswith(("step-10", "drop-20")):
+        by = 1 if name == "drop-20" else 5
+        out[f"called by run {by}"] = _rate(
+            sum(any(o == "regressed" for _, o, _ in seq[:by]) for seq in got), len(got))
+    if name == "step-return":
+        step = [o for seq in got for k, o, _ in seq if k == "fault"]
+        out["step runs called"] = _rate(sum(o == "regressed" for o in step), len(step))
+    if name == "after-x0.5":
+        out["x0.5 run called"] = _rate(sum(seq[0][1] == "regressed" for seq in got), len(got))
+    return out
+
+
+def _flat(plan: list[tuple[int, str, float]]) -> list[tuple[int, str, float]]:
+    return [(c, k, f) for c, k, f in plan for _ in range(c)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=400)
@@ -200,10 +373,31 @@ def main() -> int:
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES))
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument("--recorded", help="also replay a recording of bench/modes_record.py")
+    ap.add_argument("--sequences", nargs="*", metavar="NAME",
+                    help="instead: judge simulated histories through validate's whole path "
+                         f"(hpcval.run.decide), 5 samples per run; names: {', '.join(SEQUENCES)}"
+                         " (none: all)")
     ap.add_argument("--ashman", type=int, nargs="*", metavar="RUNS",
                     help="instead: Ashman's D of clean run values per shape, for these "
                          "numbers of runs (the between-runs test's calibration)")
     args = ap.parse_args()
+    if args.sequences is not None:
+        seq_out = {}
+        for name in args.sequences or list(SEQUENCES):
+            if name not in SEQUENCES:
+                print(f"noise_shapes.py: --sequences: unknown '{name}'; one of "
+                      f"{', '.join(SEQUENCES)}", file=sys.stderr)
+                return 2
+            # the seed follows the name, not its place on the command line
+            got = sequence(name, args.trials, 5, args.seed + 100 + list(SEQUENCES).index(name))
+            seq_out[name] = summarize_sequence(name, got)
+            print(f"{name:14} " + "; ".join(f"{k}: {v}" for k, v in seq_out[name].items()),
+                  flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"trials": args.trials, "samples": 5, "sequences": seq_out}, f,
+                          indent=1)
+        return 0
     if args.ashman:
         print(f"{'shape':14} {'runs':>4}  D: median   99 %    max  share >= "
               f"{modes.RUNS_ASHMAN_D:g}")

@@ -294,7 +294,12 @@ def evidence(row: Row) -> str:
     text = (f"{p.variable}: {num(d.get('baseline_median'))} -> {num(d.get('current_median'))} "
             f"{p.unit}, {change_text(d)}")
     disp = d.get("dispersion")
-    if row.verdict == "unstable" and isinstance(disp, dict):
+    grown = d.get("run_spread")
+    if row.verdict == "unstable" and isinstance(grown, dict):  # the runs scatter more
+        disp = {"p": grown.get("p")}
+        text += (f", run-to-run spread x{num(grown.get('ratio'))} [{num(grown.get('low'))} .. "
+                 f"{num(grown.get('high'))}] since {grown.get('since')}")
+    elif row.verdict == "unstable" and isinstance(disp, dict):
         text += f", spread within the run x{num(disp.get('ratio'))} the baseline's"
     if d.get("family"):
         text += f", family {d['family']}"

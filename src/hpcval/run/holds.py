@@ -28,12 +28,20 @@ def figure_name(case_key: str, variable: str) -> str:
     return f"{case_key}/{variable}"
 
 
+#: An ``improved`` figure whose one-sided p is at most this (t beyond about 4.3
+#: with 30 runs of history: a clean run in about 1 of 10,000) holds its run: an
+#: extreme improvement is as suspicious as an extreme loss (a broken timer, a
+#: benchmark that skipped work) and must not lift the level of the runs after it.
+EXTREME_P = 1e-4
+
+
 def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings: Any
                  ) -> list[tuple[str, tuple[str, str]]]:
     """Why a run that regressed nothing is still not accepted automatically
     (:func:`hpcval.history.judging.modes.hold_reason`): a figure that moved by
-    the site's ``hold_factor`` (2x by default) either way, or one inconclusive
-    where one run cannot resolve even 50 %. Returns ``(reason, (case key,
+    the site's ``hold_factor`` (2x by default) either way, one inconclusive
+    where one run cannot resolve even 50 %, or one ``improved`` beyond
+    :data:`EXTREME_P`. Returns ``(reason, (case key,
     variable))``."""
     from hpcval.history.judging.modes import hold_reason
 
@@ -44,6 +52,12 @@ def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings:
         thr = (d.get("needed") or {}).get("threshold")
         why = hold_reason(outcome, change.change if change else None,
                           thr if isinstance(thr, int | float) else None, fs.hold_factor)
+        p = d.get("p_value")
+        if why is None and outcome == "improved" and isinstance(p, int | float) \
+                and p <= EXTREME_P:
+            # as far beyond the noise as a run the spread leaves out as an outlier:
+            # a person decides, as for an extreme loss (which is `regressed`)
+            why = f"improved {change.text() if change else ''} (p={p:.2g}): held like a loss"
         share = d.get("slow_share")
         if why is None and outcome == "inconclusive" and change is None \
                 and isinstance(share, dict):
@@ -69,6 +83,18 @@ def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]]
     """Held runs this run decides: each held figure of theirs judged ``pass`` here
     (against the baselines they are not in) is the old level confirmed; the held
     run stays out of baselines for good (state ``outlier``)."""
+    released = released_by(holds, run_id, verdicts)
+    for held_id in released:
+        new = {**holds[held_id], "state": "outlier", "confirmed_by": run_id}
+        store.set_hold(held_id, new)
+        _update_saved(site, held_id, held=new)
+    return released
+
+
+def released_by(holds: Mapping[str, dict[str, Any]], run_id: str,
+                verdicts: list[tuple[str, str, str, dict[str, Any]]]) -> list[str]:
+    """The held runs this run's verdicts decide (each held figure of theirs
+    judged ``pass`` here): what :func:`_release_holds` marks ``outlier``."""
     now = {(k, v): o for k, v, o, _ in verdicts}
     released = []
     for held_id, hold in holds.items():
@@ -76,9 +102,6 @@ def _release_holds(site: Site, store: Store, holds: Mapping[str, dict[str, Any]]
         if hold.get("state") != "held" or held_id == run_id or not figs:
             continue
         if all(now.get(f) == "pass" for f in figs):
-            new = {**hold, "state": "outlier", "confirmed_by": run_id}
-            store.set_hold(held_id, new)
-            _update_saved(site, held_id, held=new)
             released.append(held_id)
     return released
 

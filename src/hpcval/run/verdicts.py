@@ -13,17 +13,17 @@ is not accepted into later baselines until a person accepts it
 from __future__ import annotations
 
 import json
-import math
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from hpcval.core.errors import HpcvalError, StoreError
 from hpcval.core.fileio import atomic_write
-from hpcval.history.store import HistoryPoint, Store, records_from_report
+from hpcval.history.store import Store, records_from_report
 from hpcval.reporting.report import RunReport
 from hpcval.run import procs
+from hpcval.run.decide import FAILING, _as_dict, baselines, decide, window
 from hpcval.run.holds import (
     _held_text,
     _release_holds,
@@ -46,16 +46,14 @@ from hpcval.site import Site
 
 #: re-exported: callers read them here
 __all__ = ["FAILING", "INTERRUPTED_TEXT", "LOUD", "ORPHANED_TEXT", "QUIET", "SANE_THRESHOLD",
-           "Judged", "_held_text", "_inconclusive_line", "_num", "_pct", "_release_holds",
-           "_update_saved", "_verdicts_file", "baselines", "describe", "figure_name",
-           "hold_reasons", "mark_interrupted", "mark_orphaned", "provenance", "store_and_judge",
-           "stored", "sustained_text", "verdict_text", "window", "write_recorded_contract"]
+           "Judged", "_as_dict", "_held_text", "_inconclusive_line", "_num", "_pct",
+           "_release_holds", "_update_saved", "_verdicts_file", "baselines", "describe",
+           "figure_name", "hold_reasons", "mark_interrupted", "mark_orphaned", "provenance",
+           "store_and_judge", "stored", "sustained_text", "verdict_text", "window",
+           "write_recorded_contract"]
 
 #: Outcomes that say nothing is wrong with a figure.
 QUIET = {"pass", "no-baseline"}
-#: Outcomes that fail the run (``unstable`` unless judging.yaml says
-#: ``unstable_fails: false``).
-FAILING = {"regressed", "unstable"}
 
 
 @dataclass
@@ -80,81 +78,6 @@ def provenance(report: RunReport) -> dict[str, Any]:
         if isinstance(recorded, dict):
             declared.update(recorded)
     return {"kernel": platform.release(), "machine": platform.machine(), **declared}
-
-
-def window(points: list[HistoryPoint], n: int, level_runs: frozenset[str] = frozenset()
-           ) -> tuple[list[list[float]], list[int]]:
-    """Samples of the last ``n`` accepted runs of one figure (oldest first: the
-    spread's window, the level from its last K) and the indexes where a new level
-    begins: a run judged ``regressed``, or held (``level_runs``), that a person
-    accepted (``hpcval history --accept``) starts one; the spread is pooled
-    within levels."""
-    accepted = [p for p in points if p.accepted and p.measured and p.samples][-n:]
-    starts = [i for i, p in enumerate(accepted)
-              if i > 0 and (p.run_result == "regressed" or p.run_id in level_runs)]
-    return [p.samples for p in accepted], starts
-
-
-def baselines(points: list[HistoryPoint], k: int) -> list[list[float]]:
-    """Samples of the last ``k`` accepted runs of one figure (oldest first):
-    runs not left out of baselines, in which the figure was measured (its case
-    passed, or failed only its reference band)."""
-    accepted = [p for p in points if p.accepted and p.measured and p.samples]
-    return [p.samples for p in accepted[-k:]]
-
-
-def _as_dict(v: Any, unit: str) -> dict[str, Any]:
-    d = {k: getattr(v, k) for k in ("better", "baseline_median", "current_median", "change",
-                                    "ci_low", "ci_high", "p_value", "p_adjusted", "note",
-                                    "threshold", "baseline_runs", "samples", "family",
-                                    "spread", "spread_runs", "level_runs", "dispersion",
-                                    "ci_level", "statistic", "slow_share")}
-    d["unit"] = unit
-    if v.needed is not None:
-        d["needed"] = v.needed._asdict()
-    return d
-
-
-def _medians(points: list[HistoryPoint], current: list[float], run_id: str,
-             level_runs: frozenset[str] = frozenset(), pending: frozenset[str] = frozenset(),
-             verdict: Any = None, baseline: Sequence[Sequence[float]] = (),
-             alpha: float = 0.05, rejected: frozenset[str] = frozenset()
-             ) -> tuple[list[float], list[str]]:
-    """Run values of a figure since its last accepted level, oldest first, this
-    run last, with their run ids (what the sustained rule reads: docs/judging.md):
-    the statistic its ``verdict`` judged (the median, or the fast mode of a
-    two-moded figure, against the ``baseline`` window's slow-mode share:
-    ``judging.modes.run_values``; a run whose fast level is unknown is left out,
-    and when it is this run the series is empty). Every measured run counts,
-    the ones called ``regressed``, ``unstable`` or held and not yet decided
-    (``pending``) included (a sustained cut is called run after run and must
-    still add up); runs a person left out (``rejected``: ``hpcval history
-    --reject``), held runs the old level came back after, and interrupted runs
-    do not."""
-    from hpcval.history.judging.modes import run_values
-
-    kept = [p for p in points if p.measured and p.samples and p.run_id not in rejected
-            and (p.accepted or p.run_result in ("regressed", "unstable")
-                 or p.run_id in pending)]
-    # a run judged `regressed` (or held) that a person then accepted (`hpcval
-    # history --accept`) is the first run of a new level: the step before it is
-    # acknowledged, so the rule looks only at the runs from there on
-    for i in range(len(kept) - 1, -1, -1):
-        if kept[i].accepted and (kept[i].run_result == "regressed"
-                                 or kept[i].run_id in level_runs):
-            kept = kept[i:]
-            break
-    statistic = getattr(verdict, "statistic", "median")
-    share = getattr(verdict, "slow_share", None)
-    split_at = share.get("split") if isinstance(share, dict) else None
-    better = getattr(verdict, "better", "higher")
-    values = run_values([p.samples for p in kept] + [current], better, statistic, split_at,
-                        baseline, alpha)
-    if values[-1] is None:
-        return [], []
-    ids = [p.run_id for p in kept] + [run_id]
-    pairs = [(v, i) for v, i in zip(values, ids, strict=True) if v is not None]
-    return [v for v, _ in pairs], [i for _, i in pairs]
 
 
 def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = False,
@@ -187,68 +110,18 @@ def store_and_judge(site: Site, run_id: str, report: RunReport, record: bool = F
         except HpcvalError as err:
             judged.store_error = err
         return judged
-    from hpcval.history import judging
-
     try:
         settings = site.load_judging()
         holds = store.holds()
-        level_runs = frozenset(r for r, h in holds.items() if h.get("state") == "accepted")
-        pending = frozenset(r for r, h in holds.items() if h.get("state") == "held")
-        rejected = frozenset(r for r, h in holds.items() if h.get("state") == "rejected")
-        figures: dict[str, Any] = {}
-        where: dict[str, tuple[str, str, str, list[HistoryPoint], list[float], str]] = {}
         histories = store.history_of((c.key for c in run.cases), before=run_id)
-        for case in run.cases:
-            if case.result != "pass" and case.fail_phase != "performance":
-                continue  # failed before its figures: judged by its failure alone
-            for fig in case.figures:
-                if not fig.samples:
-                    continue
-                name = figure_name(case.key, fig.variable)
-                fs = settings.for_figure(name)
-                hist = histories.get((case.key, fig.variable), [])
-                runs, starts = window(hist, max(fs.spread_runs, fs.k), level_runs)
-                figures[name] = judging.FigureData(runs, fig.samples, fig.better, fig.unit,
-                                                   starts)
-                where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
-        results = judging.judge_run(figures, settings)
-        # a worse level held over the last runs: Page's CUSUM on each family's
-        # self-started scores (docs/judging.md)
-        sustained = _sustained(judging, figures, where, settings, run_id, level_runs,
-                               pending, results, rejected)
+        decision = decide(settings, run_id, run.cases, histories, holds,
+                          run_result=run.result, run_accepted=run.accepted)
     except StoreError as err:
         judged.store_error = err
         return judged
-    for name, verdict in results.items():
-        case_key, variable, unit, hist, current, better = where[name]
-        outcome, detail = verdict.outcome, _as_dict(verdict, unit)
-        cp = sustained.get(name)
-        if cp is not None and outcome == "regressed" and cp.get("runs_after", 0) < 2:
-            cp = None  # called on its own: one run is no "sustained since" (itself)
-        if cp is not None and _back(detail.get("current_median"), cp):
-            cp = None  # this run is nearer the old level than the worse one: it came back
-        if cp is not None and outcome != "no-baseline":
-            # the figure has stayed beyond its old level since run cp["since"]
-            detail["sustained"] = cp
-            if outcome != "regressed":
-                outcome = "regressed"
-                detail["note"] = (f"sustained: the level moved from {cp['before']:.4g} to "
-                                  f"{cp['after']:.4g} {unit} ({100 * cp['change']:+.1f} %) "
-                                  f"over the last {cp['runs_after']} runs (CUSUM "
-                                  f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
-                                  f"{cp['p']:.2g})")
-        judged.verdicts.append((case_key, variable, outcome, detail))
-    failing = FAILING if settings.unstable_fails else {"regressed"}
-    judged.regressed = any(o in failing for _, _, o, _ in judged.verdicts)
-    result = run.result
-    if judged.regressed:
-        result = ("regressed" if any(o == "regressed" for _, _, o, _ in judged.verdicts)
-                  else "unstable")
-    reasons = [] if judged.regressed or not run.accepted else hold_reasons(judged.verdicts,
-                                                                           settings)
-    hold = ({"state": "held", "reasons": [r for r, _ in reasons],
-             "figures": [list(f) for _, f in reasons]} if reasons else None)
-    accepted = run.accepted and not judged.regressed and hold is None
+    judged.verdicts, judged.regressed = decision.verdicts, decision.regressed
+    result, accepted, hold = decision.result, decision.accepted, decision.hold
+    where = decision.where
     released: list[str] = []
     try:
         store.set_verdicts(run_id, judged.verdicts, result, accepted=accepted)
@@ -284,36 +157,6 @@ def _write_verdicts(site: Site, run_id: str, data: dict[str, Any]) -> None:
     atomic_write(_verdicts_file(site, run_id), json.dumps(data, indent=1, default=str),
                  "writing the run's verdicts")
 
-
-
-def _back(current: Any, cp: Mapping[str, Any]) -> bool:
-    """Whether this run's value lies nearer the level before a sustained move
-    than the level after it (log scale): the figure came back, and the run is
-    not called for the runs before it."""
-    before, after = cp.get("before"), cp.get("after")
-    if not all(isinstance(v, int | float) and v > 0 for v in (current, before, after)):
-        return False
-    here = math.log(current)
-    return abs(here - math.log(before)) < abs(here - math.log(after))
-
-
-def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
-               settings: Any, run_id: str, level_runs: frozenset[str],
-               pending: frozenset[str], results: Mapping[str, Any],
-               rejected: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
-    """Figures of the families whose CUSUM is beyond its limit at this run, with
-    the run since which they stayed beyond their old level (``since``); each
-    figure's runs read through the statistic its verdict judged."""
-    series = {name: _medians(w[3], w[4], run_id, level_runs, pending, results.get(name),
-                             figures[name].baseline_runs, settings.for_figure(name).alpha,
-                             rejected)
-              for name, w in where.items()}
-    medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
-    found = judging.sustained_families(judging.families(figures, settings), medians, settings)
-    for name, cp in found.items():
-        ids = series[name][1]
-        cp["since"] = ids[max(len(ids) - int(cp["runs_after"]), 0)]
-    return found
 
 
 def _unmatched_text(site: Site, settings: Any, names: Mapping[str, Any]) -> str:

@@ -31,7 +31,11 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     text = (f"{outcome.upper()} {case_key} {variable}: {sig3(d.get('baseline_median'))} -> "
             f"{sig3(d.get('current_median'))} {unit}".rstrip())
     share = d.get("slow_share")
-    if outcome == "unstable" and d.get("dispersion") and not isinstance(share, dict):
+    grown = d.get("run_spread") if outcome == "unstable" else None
+    if isinstance(grown, dict):  # the run-to-run spread grew, the level held
+        text += (f", run-to-run spread x{sig3(grown.get('ratio'))} [{sig3(grown.get('low'))} .. "
+                 f"{sig3(grown.get('high'))}] since {grown.get('since')}")
+    elif outcome == "unstable" and d.get("dispersion") and not isinstance(share, dict):
         disp = d["dispersion"]
         text += (f", within-run spread {sig3(100 * disp['baseline'])} -> "
                  f"{sig3(100 * disp['current'])} % ({sig3(disp['ratio'])}x)")
@@ -44,6 +48,8 @@ def describe(case_key: str, variable: str, outcome: str, d: dict[str, Any]) -> s
     if (outcome == "unstable" and str(d.get("note", "")).startswith("slow-mode share")) or \
             (outcome == "regressed" and str(d.get("note", "")).startswith("fast mode gone")):
         p = share.get("p", p) if isinstance(share, dict) else p  # the share test's p
+    elif isinstance(grown, dict):
+        p = grown.get("p", p)  # the spread test's p
     elif outcome == "unstable" and isinstance(d.get("dispersion"), dict):
         p = d["dispersion"].get("p", p)  # the stability test's p, not the change's
     if isinstance(p, int | float):

@@ -29,7 +29,7 @@ import numpy as np
 from hpcval.core.errors import InputError
 from hpcval.history.judging.change import Change
 from hpcval.history.judging.families import adjust
-from hpcval.history.judging.model import MAD_TO_SD
+from hpcval.history.judging.model import MAD_TO_SD, RHO_MAX
 from hpcval.history.judging.settings import FigureSettings, JudgingSettings
 
 
@@ -268,8 +268,19 @@ def cusum(scores: Sequence[float], k: float = CUSUM_K) -> list[float]:
     return out
 
 
+def deflate(rho: float) -> float:
+    """Factor on the scores of runs whose lag-1 correlation is ``rho``: the sum of
+    ``m`` AR(1) scores has variance about ``m (1 + rho) / (1 - rho)``, so the
+    scores times ``sqrt((1 - rho) / (1 + rho))`` add up like independent ones
+    (the CUSUM's drift and its run length between false flags are those of
+    independent runs)."""
+    rho = min(max(rho, 0.0), RHO_MAX)
+    return math.sqrt((1 - rho) / (1 + rho))
+
+
 def cusum_run(families: Mapping[str, Sequence[tuple[Sequence[float], str]]],
-              h: float = CUSUM_H) -> dict[str, tuple[float, int]]:
+              h: float = CUSUM_H, rho: Mapping[str, float] | None = None
+              ) -> dict[str, tuple[float, int]]:
     """Families whose CUSUM is beyond ``h`` at the newest run.
 
     ``families`` maps a family's name to its figures' ``(run medians, oldest first
@@ -277,7 +288,9 @@ def cusum_run(families: Mapping[str, Sequence[tuple[Sequence[float], str]]],
     its figures' self-started scores (the figures of one family move together, so
     the mean is about as noisy as one of them: divided by the sd of the mean
     measured on the scores themselves, at least that of independent figures'
-    mean). Returns ``{family: (S at the newest run, runs since S left 0)}``.
+    mean), then times :func:`deflate` of the family's lag-1 correlation between
+    runs (``rho``, by family; none: independent runs). Returns ``{family: (S at
+    the newest run, runs since S left 0)}``.
     """
     out: dict[str, tuple[float, int]] = {}
     for name, figs in families.items():
@@ -296,7 +309,7 @@ def cusum_run(families: Mapping[str, Sequence[tuple[Sequence[float], str]]],
             var = min(var, 1.0)
         else:
             var = 1.0
-        path = cusum(mean / math.sqrt(var))
+        path = cusum(mean / math.sqrt(var) * deflate((rho or {}).get(name, 0.0)))
         if path and path[-1] > h:
             since = next((i for i in range(len(path) - 1, -1, -1) if path[i] == 0.0), -1)
             out[name] = (path[-1], len(path) - 1 - since)
@@ -305,7 +318,8 @@ def cusum_run(families: Mapping[str, Sequence[tuple[Sequence[float], str]]],
 
 def sustained_families(groups: Mapping[tuple[str, str], Sequence[str]],
                        medians: Mapping[str, tuple[Sequence[float], str]],
-                       settings: JudgingSettings, h: float = CUSUM_H
+                       settings: JudgingSettings, h: float = CUSUM_H,
+                       rho: Mapping[str, float] | None = None
                        ) -> dict[str, dict[str, Any]]:
     """The sustained rule of a run: the figures of the families (``groups``, as
     ``judging.families`` makes them) whose CUSUM is beyond ``h`` at the newest
@@ -313,9 +327,14 @@ def sustained_families(groups: Mapping[tuple[str, str], Sequence[str]],
     CUSUM left zero. ``medians``: each figure's run medians (accepted history
     since the last accepted level change, the current run last) and better.
     Returns ``{figure: {"index", "change", "p", "runs_after", "before", "after",
-    "cusum", "limit"}}`` (``p``: Welch's on the runs before and after)."""
+    "cusum", "limit"}}`` (``p``: Welch's on the runs before and after).
+    ``rho``: each figure's lag-1 correlation between accepted runs
+    (:func:`lag1`); a family's is the mean of its figures'."""
+    rho = rho or {}
     flagged = cusum_run({f"{case}\0{fam}": [medians[k] for k in keys]
-                         for (case, fam), keys in groups.items()}, h)
+                         for (case, fam), keys in groups.items()}, h,
+                        {f"{case}\0{fam}": float(np.mean([rho.get(k, 0.0) for k in keys]))
+                         for (case, fam), keys in groups.items()})
     out: dict[str, dict[str, Any]] = {}
     for (case, fam), keys in groups.items():
         hit = flagged.get(f"{case}\0{fam}")
@@ -339,3 +358,65 @@ def sustained_families(groups: Mapping[tuple[str, str], Sequence[str]],
                         "after": float(np.exp(np.median(after))), "cusum": score,
                         "limit": h}
     return out
+
+
+# ------------------------------------------------------------ run-to-run spread
+#: Numbers of newest runs the spread test reads (Bonferroni over them): fewer
+#: tries cost less of the level; on seeded normal runs {5, 8, 12} named a doubled
+#: spread in 27 % of its 6th-15th runs against 12 % for every m from 5 to 10, at
+#: 0.8-3.8 % of clean normal, t(3) and AR(1) 0.8 runs (docs/judging.md).
+SPREAD_RUNS = (5, 8, 12)
+#: The run-to-run spread grown by at least this factor (and significantly) is named.
+SPREAD_GROWTH = 1.5
+#: Fewest accepted runs the spread before is read from.
+SPREAD_REF = 10
+
+
+def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: float = 0.05
+                  ) -> dict[str, Any] | None:
+    """Whether the run-to-run spread of the newest runs grew against the accepted
+    runs before them, or None.
+
+    ``recent``: log run values, oldest first, the current run last (every
+    measured run since the last accepted level, called ones included);
+    ``reference``: the log run values before the newest ones tried.
+    For each number of newest runs ``m`` in :data:`SPREAD_RUNS`, a one-sided
+    Brown-Forsythe test (Welch's t on the absolute deviations of each group
+    from its own median: a level that moves, and heavy tails, hardly move it)
+    that the newest ``m`` scatter more; the smallest p, times the number of
+    ``m`` tried (Bonferroni), below ``alpha`` and the sds' ratio at least
+    :data:`SPREAD_GROWTH`: ``{"ratio", "low", "high", "runs", "p"}`` (the
+    ratio of the sds with its 95 % interval from the F distribution)."""
+    from scipy import stats
+
+    x = np.asarray(recent, dtype=float)
+    ref = np.asarray(reference, dtype=float)
+    if ref.size < SPREAD_REF or x.size < SPREAD_RUNS[0]:
+        return None
+    dev_ref = np.abs(ref - np.median(ref))
+    tries = [m for m in SPREAD_RUNS if m <= x.size]
+    best: tuple[float, int] | None = None
+    for m in tries:
+        tail = x[-m:]
+        dev = np.abs(tail - np.median(tail))
+        if np.var(dev) == 0 and np.var(dev_ref) == 0:
+            continue
+        res = stats.ttest_ind(dev, dev_ref, equal_var=False, alternative="greater")
+        p = float(res.pvalue)
+        if not math.isnan(p) and (best is None or p < best[0]):
+            best = (p, m)
+    if best is None:
+        return None
+    p, m = min(1.0, best[0] * len(tries)), best[1]
+    tail = x[-m:]
+    var_ref = float(np.var(ref, ddof=1))
+    if var_ref <= 0 or p >= alpha:
+        return None
+    f = float(np.var(tail, ddof=1)) / var_ref
+    ratio = math.sqrt(f)
+    if ratio < SPREAD_GROWTH:
+        return None
+    d1, d2 = m - 1, ref.size - 1
+    low = math.sqrt(f / float(stats.f.ppf(0.975, d1, d2)))
+    high = math.sqrt(f / float(stats.f.ppf(0.025, d1, d2)))
+    return {"ratio": ratio, "low": low, "high": high, "runs": m, "p": p}

@@ -156,6 +156,11 @@ class FigureData(NamedTuple):
     better: str
     unit: str = ""
     level_starts: Sequence[int] = ()
+    #: runs measured between the newest baseline run and this one (called, held:
+    #: not accepted); 0: right behind it; None: unknown. Where runs depend on
+    #: each other, a run behind called runs (or unknown) is taken as unrelated to
+    #: the level's runs
+    gap: int | None = None
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,50 @@ def pooled_spread(medians: Sequence[float], level_starts: Sequence[int] = ()
 
 #: Runs from which the tails of the run-to-run noise are read (fewer: normal).
 TAIL_RUNS = 15
+
+
+#: Largest lag-1 correlation between runs the verdicts allow for: beyond it the
+#: runs hardly tell anything apart from a level that moves by itself.
+RHO_MAX = 0.9
+#: Fewest accepted runs a lag-1 correlation is estimated from (fewer: runs are
+#: taken as independent).
+RHO_RUNS = 10
+
+
+def lag1(values: Sequence[float], starts: Sequence[int] = ()) -> float:
+    """Lag-1 correlation between consecutive runs of ``values`` (log run values,
+    oldest first), deviations taken from the mean of each level (``starts``:
+    indexes where a new level begins; pairs across a start are not counted),
+    corrected for its small-sample bias (``+ (1 + 3 r) / n``, Marriott and
+    Pope's approximation for an AR(1)) and kept within ``[0, RHO_MAX]``: a
+    negative estimate makes the rule no bolder. 0 with fewer than
+    :data:`RHO_RUNS` values."""
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    if n < RHO_RUNS:
+        return 0.0
+    edges = [0, *[s for s in sorted(set(starts)) if 0 < s < n], n]
+    dev = np.empty(n)
+    num = 0.0
+    for a, b in zip(edges, edges[1:], strict=False):
+        dev[a:b] = x[a:b] - x[a:b].mean()
+        num += float(np.sum(dev[a + 1:b] * dev[a:b - 1]))
+    den = float(np.sum(dev * dev))
+    if den <= 0:
+        return 0.0
+    r = num / den
+    r += (1 + 3 * r) / n
+    return float(min(max(r, 0.0), RHO_MAX))
+
+
+def level_factor(rho: float, k: int) -> float:
+    """Variance of the mean of ``k`` consecutive AR(1) runs of lag-1 correlation
+    ``rho``, in units of one run's variance: ``sum_ij rho^|i-j| / k^2`` (``1 / k``
+    for independent runs)."""
+    if k < 1:
+        return 1.0
+    idx = np.arange(k)
+    return float(np.sum(rho ** np.abs(idx[:, None] - idx[None, :]))) / (k * k)
 
 
 def _tail_df(medians: np.ndarray, level_starts: Sequence[int]) -> int:
@@ -386,6 +435,26 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
     between = max(spread2 - v_bar, 0.0)
     k = len(level_runs)
     var_pred = between + v_cur + spread2 / k
+    # runs that depend on each other (a level that wanders and comes back): the
+    # window's variance underestimates the between-run variance by about
+    # (1 + rho) / (n (1 - rho)), and the level's K runs average out less of it.
+    # A run right behind the level's runs (``gap`` 0) follows them; one behind
+    # called runs (a level that wandered off, gap >= 1) or of unknown place is
+    # taken as unrelated to them. Never bolder than for independent runs
+    # (docs/judging.md, "Runs that depend on each other")
+    rho = lag1(medians[:-5] if medians.size >= RHO_RUNS + 5 else medians,
+               starts if medians.size < RHO_RUNS + 5 else [s0 for s0 in starts
+                                                           if s0 < medians.size - 5])
+    if rho > 0 and between > 0:
+        rho_b = min(rho * spread2 / between, RHO_MAX)
+        bias = 1.0 - (1 + rho_b) / (max(used, 2) * (1 - rho_b))
+        b_marg = between / max(bias, 1 / 3)
+        cov = 0.0
+        if data.gap == 0:  # right behind the level's runs: it follows them
+            cov = b_marg * sum(rho_b ** i for i in range(1, k + 1)) / k
+        var_ar = (b_marg + v_cur + b_marg * level_factor(rho_b, k) + v_bar / k - 2 * cov)
+        # at least the independent runs' prediction with the corrected variance
+        var_pred = max(b_marg + v_cur + (b_marg + v_bar) / k, var_ar)
     se = math.sqrt(var_pred)
     cur_level = level_of(cur)
     diff = cur_level - base
