@@ -170,7 +170,9 @@ def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
             pytest.skip("mounting a small tmpfs (full or read-only disk) needs root")
         where = tmp_path / f"fs{len(mounted)}"
         where.mkdir()
-        opts = f"size={size}" + (",ro" if readonly else "")
+        # 0755 as a disk mounted for a root service is: a 1777 tmpfs is refused
+        # as the results store's own directory when run as root (core/trust.py)
+        opts = f"size={size},mode=0755" + (",ro" if readonly else "")
         m = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
                            capture_output=True, text=True)
         if m.returncode != 0:
