@@ -275,13 +275,16 @@ def measure_here(site: VetSite, samples: int, budget: float,
 
 
 def store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
-          figures: dict[str, list[float]], base: Path | None = None) -> Path:
-    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten."""
+          figures: dict[str, list[float]], base: Path | None = None, line: str | None = None,
+          extra: dict[str, Any] | None = None) -> Path:
+    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten.
+    ``line`` is the line printed (default: the verdict's); ``extra`` adds keys (the
+    gate's confirmation)."""
     base = base or site.var / "health"
     base.mkdir(parents=True, exist_ok=True)
     path = base / f"{run_id}-{verdict.node}.json"
     with path.open("x") as fh:
         json.dump({"id": run_id, "site": site.name, "partition": site.slurm_partition,
                    "seconds": seconds, "samples": figures, "verdict": asdict(verdict),
-                   "line": verdict.line(seconds)}, fh, indent=1)
+                   **(extra or {}), "line": line or verdict.line(seconds)}, fh, indent=1)
     return path

@@ -4,15 +4,14 @@
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpcval.core.errors import HpcvalError
-from hpcval.vet import healthdrain, healthstorm
+from hpcval.vet import health, healthdrain, healthstorm
 from hpcval.vet.health import HealthVerdict, judge_health, measure_here
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.sitecfg import VetSite
@@ -147,12 +146,6 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
 def _store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
            figures: dict[str, list[float]], conf: healthstorm.Confirmation,
            line: str, base: Path | None = None) -> Path:
-    """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten."""
-    base = base or site.var / "health"
-    base.mkdir(parents=True, exist_ok=True)
-    path = base / f"{run_id}-{verdict.node}.json"
-    with path.open("x") as fh:
-        json.dump({"id": run_id, "site": site.name, "partition": site.slurm_partition,
-                   "seconds": seconds, "samples": figures, "verdict": asdict(verdict),
-                   "confirmation": conf.summary(), "line": line}, fh, indent=1)
-    return path
+    """The gate's record (``health.store``) with its confirmation passes."""
+    return health.store(site, run_id, verdict, seconds, figures, base, line=line,
+                        extra={"confirmation": conf.summary()})
