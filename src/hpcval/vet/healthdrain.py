@@ -123,13 +123,7 @@ def read_nodes() -> dict[str, SlurmNode]:
     return parse_nodes(proc.stdout)
 
 
-def drain(node: str, reason: str) -> None:
-    """``scontrol update nodename=NODE state=drain reason=...``, the reason whole."""
-    proc = vslurm._run([vslurm._require("scontrol"), "update", f"nodename={node}",
-                        "state=drain", f"reason={reason}"])
-    if proc.returncode != 0:
-        raise EnvironmentFault(f"could not drain {node}: {proc.stderr.strip()} "
-                                      "(exit 3)")
+drain = vslurm.drain  # the reason whole, on one line
 
 
 def allowed(nodes: int, share: float) -> int:

@@ -274,7 +274,7 @@ def _unusable(info: vslurm.NodeInfo | None) -> bool:
 
 def drain_reason(result: dict[str, Any], node: str) -> str:
     ev = [c["evidence"] for c in result["verdict"]["culprits"] if node in c["nodes"]]
-    return f"hpcval vet {result['id']}: " + " | ".join(ev)
+    return f"hpcval vet {result['id']}: " + " | ".join(dict.fromkeys(ev))  # each once
 
 
 def drain_named(result: dict[str, Any]) -> list[str]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcval.core.errors import CheckFailed, EnvironmentFault, InputError
+from hpcval.core.errors import EnvironmentFault, InputError
 
 
 def _require(prog: str) -> str:
@@ -298,11 +298,13 @@ def by_task(text: str) -> dict[int, list[str]]:
 
 
 def drain(node: str, reason: str) -> None:
-    """``scontrol update nodename=NODE state=drain reason=...``."""
+    """``scontrol update nodename=NODE state=drain reason=...``, the reason whole on
+    one line (Slurm 22.05 kept a 3,004-character reason whole on the lab)."""
+    one_line = " ".join(reason.split())
     proc = _run([_require("scontrol"), "update", f"nodename={node}", "state=drain",
-                 f"reason={reason[:250]}"])
+                 f"reason={one_line}"])
     if proc.returncode != 0:
-        raise CheckFailed(f"could not drain {node}: {proc.stderr.strip()}")
+        raise EnvironmentFault(f"could not drain {node}: {proc.stderr.strip()} (exit 3)")
 
 
 def resume(node: str) -> None:
