@@ -89,12 +89,14 @@ def test_full_shared_fs_skips_the_case_saying_why_and_leaves_nothing(
         checkout: Path, tiny_fs, hpcval: HpcvalRunner) -> None:
     """The output-cost check whose shared file system cannot hold its least size
     beside the margin a run keeps free: the case is skipped naming the free
-    space (docs/errors.md), and nothing is written there."""
+    space (docs/errors.md), and nothing is written there. Its only case skipped,
+    the run validated nothing: exit 1 (`NOTHING VALIDATED`)."""
     tiny = tiny_fs("1m")
     _with_shared_fs(checkout, tiny)
     proc = hpcval(checkout, "validate", "--site", "local", "--", "-p", "impi",
                   "-n", "cfdio_output_cost_check%strategy=gather-to-root%ranks=1$")
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "NOTHING VALIDATED" in proc.stdout
     (case,) = _cases(checkout)
     assert case["result"] == "skip", case
     assert "do not fit in the 0 B usable" in proc.stdout, proc.stdout[-3000:]
