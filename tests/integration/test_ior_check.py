@@ -44,8 +44,9 @@ def test_skipped_with_reason_without_ior(checkout: Path) -> None:
         pytest.skip("ior is on the system PATH")
     proc = validate(checkout, env, "-n", "ior_check", "-p", "impi")
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
-    assert "0 passed, 0 failed, 4 skipped: PASS" in out
+    # every case skipped: nothing validated, not a PASS (docs/errors.md)
+    assert proc.returncode == 1, out
+    assert "0 passed, 0 failed, 4 skipped: NOTHING VALIDATED" in out
     # the verdict says why (ReFrame's run report keeps no reason for a skip)
     assert "Skipped:\n  4 x ior not found in $HPCVAL_IOR_DIR (unset) or PATH" in proc.stdout
     log = (checkout / "var" / "local" / "reframe.log").read_text()

@@ -28,10 +28,10 @@ BARE_ENV = {k: v for k, v in os.environ.items()
             if k not in (STREAM_DIR_VAR, STREAM_SRC_VAR, HPCG_DIR_VAR, "HPCVAL_HPCG_ENVIRON")}
 
 
-def validate(root: Path, env: dict[str, str], *args: str) -> str:
+def validate(root: Path, env: dict[str, str], *args: str, code: int = 0) -> str:
     proc = run_hpcval(root, "validate", "--site", "local", "--", *args, env=env, timeout=900)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
+    assert proc.returncode == code, out
     return out
 
 
@@ -48,8 +48,9 @@ def test_skipped_with_reasons_without_stream_or_hpcg(checkout: Path) -> None:
     for program in ("stream_c.exe", "stream_f.exe", "xhpcg"):
         if shutil.which(program, path=env["PATH"]):
             pytest.skip(f"{program} is on the system PATH")
-    out = validate(checkout, env, "-n", "stream|hpcg_check")
-    assert "SKIP" in out and "FAIL" not in out
+    # every case skipped: NOTHING VALIDATED, exit 1 (docs/errors.md)
+    out = validate(checkout, env, "-n", "stream|hpcg_check", code=1)
+    assert "SKIP" in out and "FAIL" not in out and "NOTHING VALIDATED" in out
     log = (checkout / "var" / "local" / "reframe.log").read_text()
     assert f"stream_c.exe not found in ${STREAM_DIR_VAR} (unset) or PATH" in log
     assert f"no STREAM sources: set {STREAM_SRC_VAR}" in log
