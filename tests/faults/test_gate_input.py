@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vet_recorded import stored as vettings
 
 from .conftest import ROOT, TRACEBACK, Result, make_checkout, run, run_inprocess, tree_digest
-
-DATA = ROOT / "tests" / "data" / "vet"
-RECORDED = ["all-healthy", "one-bad-node", "one-bad-link", "slow-30pct"]
 
 #: CPU seconds of a refused command and all it started (Python, ReFrame's
 #: configuration loader: about 1.5 s). The gate's measurements (probe, 5 triads
@@ -35,23 +33,6 @@ NOTHING_MEASURED_CPU_S = 6.0
 def _children_cpu() -> float:
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
     return use.ru_utime + use.ru_stime
-
-
-def vettings(scale: float = 1.0) -> list[dict[str, Any]]:
-    """The recorded lab runs as `hpcval vet` stores them (vet.json), oldest first;
-    every per-node sample times ``scale``."""
-    from hpcval.vet.run import judge_recorded
-
-    out = []
-    for i, name in enumerate(RECORDED):
-        data = json.loads((DATA / f"{name}.json").read_text())
-        for fig in data["node_samples"].values():
-            for node, samples in fig.items():
-                fig[node] = [scale * x for x in samples]
-        out.append({"id": f"2026112{i}T000000Z-00000{i}", "site": "lab", "partition": "lab",
-                    "verdict": judge_recorded(data).to_dict(),
-                    "node_samples": data["node_samples"]})
-    return out
 
 
 #: Slurm's client commands, answering "not here": whatever a case does, it never

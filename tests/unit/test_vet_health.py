@@ -14,32 +14,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from vet_recorded import DATA, stored
 
 from hpcval.core.errors import InputError
 from hpcval.vet.health import judge_health
 from hpcval.vet.judge import JudgeSettings
-from hpcval.vet.run import judge_recorded
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-DATA = ROOT / "tests" / "data" / "vet"
-RECORDED = ["all-healthy", "one-bad-node", "one-bad-link", "slow-30pct"]
-
-
-def stored(scale: float = 1.0) -> list[dict[str, Any]]:
-    """The recorded lab runs as `hpcval vet` stores them (vet.json), oldest first."""
-    out = []
-    for i, name in enumerate(RECORDED):
-        data = json.loads((DATA / f"{name}.json").read_text())
-        for fig in data["node_samples"].values():
-            for node, samples in fig.items():
-                fig[node] = [scale * x for x in samples]
-        out.append({"id": f"2026112{i}T000000Z-00000{i}", "site": "lab", "partition": "lab",
-                    "verdict": judge_recorded(data).to_dict(),
-                    "node_samples": data["node_samples"]})
-    return out
 
 
 def own_samples(name: str, node: str) -> dict[str, list[float]]:
