@@ -157,11 +157,9 @@ def html_page(result: Mapping[str, Any]) -> str:
         "<section id='attention'><h2>Named</h2>",
     ]
     if culprits:
-        items = [f"<li><b>{esc(c['kind'])} {esc(c['name'])}</b>"
+        items = [f"<li><b>{esc(c['kind'])} {esc(c['name'])}</b>: {esc(_evidence(c))}"
                  + (f" <code>{esc(c['code'])}</code> {esc(c.get('severity', 'off'))}"
-                    if c.get("code") else "")
-                 + f": {esc(_evidence(c))}"
-                 + (f"<br><i>remedy:</i> {esc(c.get('remedy', ''))}" if c.get("code") else "")
+                    f"<br><i>remedy:</i> {esc(c.get('remedy', ''))}" if c.get("code") else "")
                  + "</li>" for c in culprits]
         parts.append("<ul class='attn'>" + "".join(items[:FIRST_SCREEN]) + "</ul>")
         if len(items) > FIRST_SCREEN:
