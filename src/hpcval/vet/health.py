@@ -217,8 +217,10 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
 
 
 def measure_here(site: VetSite, samples: int, budget: float,
-                 raw: Path | None = None) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
-    """Probe, triad and shared-memory PingPong on this node, ``samples`` times each."""
+                 raw: Path | None = None, probe_out: dict[str, Any] | None = None,
+                 ) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
+    """Probe, triad and shared-memory PingPong on this node, ``samples`` times each;
+    the probe's whole line (fingerprint, counters) into ``probe_out`` when given."""
     clock = _Clock(budget)
     env = local_env(site)
     expect = [f"--expect={site.host_expectations}"] if site.host_expectations else []
@@ -228,6 +230,9 @@ def measure_here(site: VetSite, samples: int, budget: float,
     if line is None:
         raise EnvironmentFault("probe printed no result line; exit 3")
     probe = json.loads(line[len(MARKER):])
+    if probe_out is not None:
+        probe_out.clear()
+        probe_out.update(probe, read_at=time.time())
     figures: dict[str, list[float]] = {"cpu_mhz": probe["cpu_mhz"]}
     launcher = shutil.which("mpiexec", path=env.get("PATH"))
     if launcher is None:
