@@ -25,6 +25,7 @@ changes them in ``vet-rules.yaml``):
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Mapping
@@ -44,18 +45,30 @@ _SOURCE_NAMES = {"memory/edac": "EDAC (memory error) counters",
                  "cpu/mce": "machine-check counters"}
 
 
+@functools.cache
 def source_of(name: str) -> str:
     return "/".join(name.split("/", 2)[:2])
 
 
+@functools.cache
 def code_of(name: str) -> str | None:
     if name.startswith("cpu/mce/"):
         return "HC-MCE"
     return COUNTER_CODES.get(name.rsplit("/", 1)[-1])
 
 
-def _sources(values: Mapping[str, Any]) -> set[str]:
-    return {source_of(n) for n in values}
+_SOURCES: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _sources(values: Mapping[str, Any]) -> frozenset[str]:
+    """The counter sources of a reading (cached by its names: nodes share them)."""
+    key = tuple(values)
+    got = _SOURCES.get(key)
+    if got is None:
+        if len(_SOURCES) > 1024:
+            _SOURCES.clear()
+        got = _SOURCES[key] = frozenset(source_of(n) for n in values)
+    return got
 
 
 def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None],
@@ -81,7 +94,7 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
         pvals = (prev or {}).get("values") or {}
         hours = max((float(now["time"]) - float(prev["time"])) / 3600.0, 1 / 3600) \
             if prev else 0.0
-        unread = [n for n, v in values.items() if v is None]
+        unread = [n for n, v in values.items() if v is None] if None in values.values() else []
         if unread:
             shown = ", ".join(sorted(unread)[:5]) + (f" and {len(unread) - 5} more"
                                                      if len(unread) > 5 else "")

@@ -37,32 +37,47 @@ def _short(value: str, width: int = 80) -> str:
     return value if len(value) <= width else value[:width - 3] + "..."
 
 
-def majority(fingerprints: Mapping[str, Fingerprint],
-             unknown: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-             rules: Rules | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """category -> key -> {"value", "count", "of", "counts"} over the nodes;
-    ``value`` None where no value has more than half."""
-    rules = rules or Rules()
-    unknown = unknown or {}
+class _Group:
+    """Nodes whose fingerprints (and unreadable keys) are identical."""
+
+    __slots__ = ("fp", "unread", "nodes")
+
+    def __init__(self, fp: Fingerprint, unread: Mapping[str, Sequence[str]]) -> None:
+        self.fp, self.unread = fp, unread
+        self.nodes: list[str] = []
+
+
+def _groups(fingerprints: Mapping[str, Fingerprint],
+            unknown: Mapping[str, Mapping[str, Sequence[str]]]) -> list[_Group]:
+    """One pass over the nodes; a uniform partition is a handful of groups."""
+    groups: dict[Any, _Group] = {}
+    for node, fp in fingerprints.items():
+        u = unknown.get(node)
+        sig = (tuple([(c, tuple(kv.items())) for c, kv in fp.items()]),
+               tuple([(c, tuple(ks)) for c, ks in u.items()]) if u else ())
+        g = groups.get(sig)
+        if g is None:
+            g = groups[sig] = _Group(fp, u or {})
+        g.nodes.append(node)
+    return list(groups.values())
+
+
+def _majority(groups: list[_Group], rules: Rules) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    cats = sorted({c for fp in fingerprints.values() for c in fp}
-                  | {c for u in unknown.values() for c in u})
+    cats = sorted({c for g in groups for c in g.fp} | {c for g in groups for c in g.unread})
+    total = sum(len(g.nodes) for g in groups)
     for cat in cats:
         ignored = rules.ignore_keys.get(cat, set())
-        # group the nodes by their whole category (most nodes share one)
-        groups: Counter[tuple[tuple[str, str], ...]] = Counter()
         unread: Counter[str] = Counter()
-        for node, fp in fingerprints.items():
-            groups[tuple(sorted((fp.get(cat) or {}).items()))] += 1
-            for k in (unknown.get(node) or {}).get(cat, ()):
-                unread[k] += 1
-        keys = {k for g in groups for k, _ in g} | set(unread)
-        per_key: dict[str, Counter[str]] = {k: Counter() for k in keys - ignored}
-        total = sum(groups.values())
-        for g, n in groups.items():
-            have = dict(g)
+        for g in groups:
+            for k in g.unread.get(cat, ()):
+                unread[k] += len(g.nodes)
+        keys = {k for g in groups for k in (g.fp.get(cat) or {})} | set(unread)
+        per_key: dict[str, Counter[str]] = {k: Counter() for k in sorted(keys - ignored)}
+        for g in groups:
+            have = g.fp.get(cat) or {}
             for k, c in per_key.items():
-                c[have.get(k, ABSENT)] += n
+                c[have.get(k, ABSENT)] += len(g.nodes)
         for k, c in per_key.items():
             if unread[k]:  # an unreadable key is not "absent": it is not counted at all
                 c[ABSENT] -= unread[k]
@@ -77,55 +92,63 @@ def majority(fingerprints: Mapping[str, Fingerprint],
     return out
 
 
+def majority(fingerprints: Mapping[str, Fingerprint],
+             unknown: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+             rules: Rules | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """category -> key -> {"value", "count", "of", "unread", "counts"} over the
+    nodes; ``value`` None where no value has more than half."""
+    return _majority(_groups(fingerprints, unknown or {}), rules or Rules())
+
+
+def _bad(cat: str, keys: Mapping[str, Mapping[str, Any]], g: _Group,
+         allowed_here: Mapping[str, set[str]]) -> list[tuple[str, str, str]]:
+    """(key, the group's value, how) for each key where the group is off."""
+    mine = g.fp.get(cat) or {}
+    unread = set(g.unread.get(cat, ()))
+    bad = []
+    for k, m in keys.items():
+        allowed = allowed_here.get(k)
+        v = UNREAD if k in unread else mine.get(k, ABSENT)
+        if allowed is not None:
+            if v not in allowed and v not in (ABSENT, UNREAD):
+                bad.append((k, v, "allowed"))
+            continue
+        top = m["value"]
+        if top is None or v == top:
+            continue
+        if v in (ABSENT, UNREAD):
+            if top != ABSENT:
+                bad.append((k, v, "unknown"))
+        else:
+            bad.append((k, v, "differs"))
+    return bad
+
+
 def judge(fingerprints: Mapping[str, Fingerprint],
           unknown: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
           rules: Rules | None = None, min_nodes: int = 3,
           ) -> tuple[list[Finding], dict[str, dict[str, dict[str, Any]]], list[str]]:
     """(findings, the majority per category and key, notes)."""
     rules = rules or Rules()
-    unknown = unknown or {}
     if len(fingerprints) < min_nodes:
         return [], {}, [f"uniformity: {len(fingerprints)} node(s) with a fingerprint, fewer "
                         f"than {min_nodes}: no majority to judge against"]
-    maj = majority(fingerprints, unknown, rules)
+    groups = _groups(fingerprints, unknown or {})
+    maj = _majority(groups, rules)
     findings: list[Finding] = []
     for cat, keys in maj.items():
         code = f"HC-UNI-{cat.upper()}"
         allowed_here = rules.allow.get(cat, {})
         for k, m in keys.items():
-            allowed = allowed_here.get(k)
-            if m["value"] is None and allowed is None and m["of"]:
+            if m["value"] is None and k not in allowed_here and m["of"]:
                 counts = ", ".join(f"{_short(v, 40)!r} on {n}" for v, n in m["counts"].items())
                 findings.append(Finding(
                     "HC-UNI-SPLIT", "", f"{cat}.{k}: no value on more than half of the "
                     f"{m['of']} nodes ({counts})", value=m["counts"], baseline=None,
                     rule="majority: more than half of the nodes", category=cat))
-        # nodes: compare the node's category with the majority, key by key
-        want = {k: m["value"] for k, m in keys.items()}
-        checked: dict[tuple[tuple[str, str], ...], list[tuple[str, str, str]]] = {}
-        for node in sorted(fingerprints):
-            mine = fingerprints[node].get(cat) or {}
-            unread = set((unknown.get(node) or {}).get(cat, ()))
-            sig = (tuple(sorted(mine.items())), tuple(sorted(unread)))
-            bad = checked.get(sig)  # type: ignore[arg-type]
-            if bad is None:
-                bad = []
-                for k in keys:
-                    allowed = allowed_here.get(k)
-                    v = UNREAD if k in unread else mine.get(k, ABSENT)
-                    if allowed is not None:
-                        if v not in allowed and v not in (ABSENT, UNREAD):
-                            bad.append((k, v, "allowed"))
-                        continue
-                    top = want[k]
-                    if top is None or v == top:
-                        continue
-                    if v in (ABSENT, UNREAD):
-                        if top != ABSENT:
-                            bad.append((k, v, "unknown"))
-                    else:
-                        bad.append((k, v, "differs"))
-                checked[sig] = bad  # type: ignore[index]
+        offs = [(node, bad) for g in groups if (bad := _bad(cat, keys, g, allowed_here))
+                for node in g.nodes]
+        for node, bad in sorted(offs):
             for k, v, how in bad:
                 m = keys[k]
                 if how == "allowed":
