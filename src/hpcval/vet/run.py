@@ -88,9 +88,13 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
 
     The plan is printed (``announce``, else ``progress``) before anything runs
     and refused if it needs more steps than the cluster's ``MaxStepCount``."""
-    rules = vrules.load(site.dir)  # a bad rules file: exit 2 before anything runs
-    previous = counters.previous_readings(stored_results(site), list(nodes),
-                                          site.var / "health")
+    try:  # a bad rules file or stored vetting: exit 2 before anything runs
+        rules = vrules.load(site.dir)
+        previous = counters.previous_readings(stored_results(site), list(nodes),
+                                              site.var / "health")
+    except InputError:
+        _remove_empty(workdir)
+        raise
     the_plan = make_plan(site, nodes, opts)
     (announce or progress)(the_plan.text())
     try:

@@ -1,0 +1,136 @@
+"""Finding codes, uniformity against the partition's majority, error counters
+since the previous reading, and the site's rules (hpcval.vet.coded, the
+judging `hpcval vet` calls)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hpcval.vet import coded, counters, healthdrain, uniformity
+from hpcval.vet.findings import CODES, Finding
+from hpcval.vet.model import Culprit, JudgeSettings, Verdict
+from hpcval.vet.rules import parse
+from hpcval.vet.simidentity import partition
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _named(verdict: Verdict) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for c in verdict.culprits:
+        for n in c.nodes:
+            out.setdefault(n, set()).add(c.code)
+    return out
+
+
+@pytest.mark.parametrize("n,seed", [(64, 0), (300, 1)])
+def test_every_simulated_fault_is_named_with_its_code_and_no_healthy_node(n: int,
+                                                                        seed: int) -> None:
+    part = partition(n, share=0.001, seed=seed)
+    verdict = Verdict(list(part.fingerprints))
+    coded.judge(verdict, part.fingerprints, part.unknown, part.now, part.previous,
+                JudgeSettings())
+    named = _named(verdict)
+    assert {n: {c} for n, c in part.expected.items()} == named
+    assert verdict.partition == []
+    for c in verdict.culprits:
+        assert c.remedy == CODES[c.code].remedy and c.severity in ("off", "suspect", "unknown")
+
+
+def _fp(model: str, cmdline: str = "ro") -> dict[str, dict[str, str]]:
+    return {"cpu": {"model": model}, "kernel": {"cmdline": cmdline}}
+
+
+def test_no_majority_is_one_partition_finding_not_one_per_node() -> None:
+    fps = {"a": _fp("X"), "b": _fp("X"), "c": _fp("Y"), "d": _fp("Y")}
+    found, maj, _ = uniformity.judge(fps)
+    assert [(f.code, f.node) for f in found] == [("HC-UNI-SPLIT", "")]
+    assert maj["cpu"]["model"]["value"] is None
+
+
+def test_a_site_may_allow_two_cpu_models_and_names_a_third() -> None:
+    fps = {"a": _fp("X"), "b": _fp("X"), "c": _fp("Y"), "d": _fp("Y"), "e": _fp("Z")}
+    rules = parse({"allow": {"cpu": {"model": ["X", "Y"]}}}, Path("vet-rules.yaml"))
+    found, _, _ = uniformity.judge(fps, rules=rules)
+    assert [(f.code, f.node) for f in found] == [("HC-UNI-CPU", "e")]
+    assert "not among the values the site allows" in found[0].text
+
+
+def test_a_key_missing_where_the_majority_has_it_is_unknown_and_named() -> None:
+    fps = {n: _fp("X") for n in "abcd"}
+    del fps["c"]["kernel"]["cmdline"]
+    found, _, _ = uniformity.judge(fps, {"d": {"cpu": ["model"]}})
+    assert sorted((f.code, f.node) for f in found) == [("HC-UNI-UNKNOWN", "c"),
+                                                       ("HC-UNI-UNKNOWN", "d")]
+
+
+def _reading(t: float, **values: int | None) -> dict:
+    return {"time": t, "values": {f"memory/edac/mc0/{k}": v for k, v in values.items()}}
+
+
+def test_first_reading_records_a_baseline_and_judges_only_uncorrected_errors() -> None:
+    now = {"a": _reading(0, ce=900, ue=0), "b": _reading(0, ce=0, ue=2),
+           "c": _reading(0, ce=1, ue=0)}
+    found, notes = counters.judge(now, {})
+    assert [(f.code, f.node) for f in found] == [("HC-ECC-UE", "b")]
+    assert "baseline recorded" in found[0].text and "baseline recorded" in notes[0]
+
+
+def test_corrected_errors_against_the_partition_median_and_the_threshold() -> None:
+    prev = {n: _reading(0, ce=0, ue=0) for n in "abcde"}
+    now = {"a": _reading(3600, ce=5, ue=0), "b": _reading(3600, ce=5, ue=0),
+           "c": _reading(3600, ce=5, ue=0), "d": _reading(3600, ce=40, ue=0),
+           "e": _reading(3600, ce=60, ue=None)}
+    found, _ = counters.judge(now, prev)
+    # d: 40/h is above 10/h but not 10 x the median 5/h; e: 60/h is both
+    assert sorted((f.code, f.node) for f in found) == [("HC-CNT-UNKNOWN", "e"),
+                                                       ("HC-ECC-CE", "e")]
+
+
+def test_a_counter_source_the_majority_has_missing_on_a_node_is_unknown() -> None:
+    now = {n: _reading(10, ce=0, ue=0) for n in "abc"}
+    now["d"] = {"time": 10, "values": {}}
+    found, _ = counters.judge(now, {n: _reading(0, ce=0, ue=0) for n in "abc"})
+    assert [(f.code, f.node) for f in found] == [("HC-CNT-UNKNOWN", "d")]
+    assert "no EDAC" in found[0].text
+
+
+def test_rules_change_severity_and_ignore_a_code() -> None:
+    rules = parse({"codes": {"HC-IB-SYMBOL": {"severity": False},
+                             "HC-UNI-KERNEL": {"severity": "ignore"}}}, Path("vet-rules.yaml"))
+    found = [Finding("HC-IB-SYMBOL", "a", "a: +100"), Finding("HC-UNI-KERNEL", "b", "b: x")]
+    kept, notes = rules.apply(found)
+    assert [(f.code, f.severity) for f in kept] == [("HC-IB-SYMBOL", "off")]
+    assert "ignored by vet-rules.yaml" in notes[0]
+
+
+def test_figure_culprits_get_their_codes_and_only_off_findings_drain() -> None:
+    from hpcval.vet.run import drain_reason, drainable
+
+    verdict = Verdict(["a", "b", "c"])
+    verdict.culprits.append(Culprit("node", "a", "triad_bw", "a: triad low", ["a"]))
+    now = {n: _reading(3600, ce=0, ue=0) for n in "abc"}
+    now["b"]["values"]["network/ib/mlx5_0/1/symbol_error"] = None
+    coded.judge(verdict, {}, {}, now, {n: _reading(0, ce=0, ue=0) for n in "abc"},
+                JudgeSettings())
+    result = {"id": "X", "verdict": verdict.to_dict()}
+    assert [c["code"] for c in result["verdict"]["culprits"]] == ["HC-TRIAD", "HC-CNT-UNKNOWN"]
+    assert drainable(result) == ["a"]
+    assert drain_reason(result, "a") == "hpcval vet [HC-TRIAD] X: a: triad low"
+
+
+def test_health_drain_reasons_carry_the_new_codes_and_parse_back() -> None:
+    reason = healthdrain.make_reason({"HC-ECC-UE": "[HC-ECC-UE] +1; remedy: replace",
+                                      "triad_bw": "triad 1 MB/s"}, 1.8e9)
+    own = healthdrain.parse_reason(reason)
+    assert own is not None and own.codes == ("HC-ECC-UE", "HC-TRIAD")
+    assert "\n" not in reason
+
+
+def test_every_code_is_in_the_docs_table() -> None:
+    text = (ROOT / "docs" / "vet.md").read_text()
+    documented = set(re.findall(r"^\| `(HC-[A-Z-]+)` \|", text, re.MULTILINE))
+    assert documented == set(CODES)
