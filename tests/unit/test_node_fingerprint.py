@@ -139,18 +139,28 @@ def test_memory_total_rounding() -> None:
     assert round_memory(int(263_749_632 * 7 / 8)) == "224 GiB"
 
 
-def test_edac_dimms_one_fewer(node: Path) -> None:
-    """The EDAC DIMM layout of the kernel's sysfs ABI (mc*/dimm*/size, in MB)
-    over the recorded tree: a DIMM of size 0 (gone) changes the fingerprint."""
-    mc = node / "sys/devices/system/edac/mc/mc0"
-    for i in range(4):
-        (mc / f"dimm{i}").mkdir()
-        (mc / f"dimm{i}" / "size").write_text("32768\n")
-        (mc / f"dimm{i}" / "dimm_mem_type").write_text("Registered-DDR4\n")
-    mem = fingerprint(node, env={})[0]["memory"]
-    assert (mem["edac_dimms"], mem["edac_dimm_sizes"]) == ("4", "32768 MB x4")
-    (mc / "dimm3" / "size").write_text("0\n")
-    assert fingerprint(node, env={})[0]["memory"]["edac_dimms"] == "3"
+def unpack_grep(text: str, dest: Path) -> None:
+    """A tree from ``grep -r . DIR`` output (``path:value`` lines)."""
+    for line in text.splitlines():
+        if line.startswith("/sys/"):
+            path, _, value = line.partition(":")
+            (dest / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path.lstrip("/")).write_text(value + "\n")
+
+
+def test_edac_ranks_of_a_real_controller_and_one_gone(tmp_path: Path) -> None:
+    """An AMD Family 17h controller listing its DIMMs as ranks (``rank*/size``
+    in MB); the recorded listing was cut after two ranks by its author."""
+    unpack_grep((DATA / "sysfs" / "linux-edac-list-f17h-grep.txt").read_text(), tmp_path)
+    mem = fingerprint(tmp_path, env={})[0]["memory"]
+    assert (mem["edac_mcs"], mem["edac_dimms"], mem["edac_dimm_sizes"], mem["edac_mem_type"]) \
+        == ("1", "2", "8192 MB x2", "Unbuffered-DDR4 x2")
+    counters = read_counters(tmp_path)
+    assert counters == {"memory/edac/mc0/ce": 0, "memory/edac/mc0/ce_noinfo": 0}
+    # a DIMM the controller no longer sees (size 0): another fingerprint
+    (tmp_path / "sys/devices/system/edac/mc/mc0/rank7/size").write_text("0\n")
+    mem = fingerprint(tmp_path, env={})[0]["memory"]
+    assert (mem["edac_dimms"], mem["edac_dimm_sizes"]) == ("1", "8192 MB x1")
 
 
 def test_an_unreadable_file_is_named_not_raised(node: Path) -> None:
