@@ -53,7 +53,7 @@ class _Passes:
         self.site, self.node, self.results = site, node, results
         self.untaken = untaken
         self.settings, self.opts = settings, opts
-        self.figures: dict[str, list[float]] = {}
+        self.figures: dict[str, Any] = {}
         self.verdict: HealthVerdict | None = None
         self.rules = vrules.load(site.dir)  # a bad rules file: exit 2 before measuring
         #: the last full pass's probe line, and its suspect/unknown findings
@@ -189,7 +189,7 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
 
 
 def _store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
-           figures: dict[str, list[float]], conf: healthstorm.Confirmation,
+           figures: dict[str, Any], conf: healthstorm.Confirmation,
            line: str, base: Path | None = None, probe: dict[str, Any] | None = None,
            named: list[Finding] | None = None) -> Path:
     """The gate's record (``health.store``) with its confirmation passes, and the
