@@ -134,3 +134,28 @@ def test_every_code_is_in_the_docs_table() -> None:
     text = (ROOT / "docs" / "vet.md").read_text()
     documented = set(re.findall(r"^\| `(HC-[A-Z-]+)` \|", text, re.MULTILINE))
     assert documented == set(CODES)
+
+
+def test_the_real_probe_line_is_judged_and_one_changed_node_named() -> None:
+    """This machine's probe line (hpcval.vet.probe, as every node prints it) as
+    four nodes, one with another kernel command line and one DIMM fewer."""
+    import copy
+    import json
+    import subprocess
+    import sys
+
+    from hpcval.vet.probe import MARKER
+
+    out = subprocess.run([sys.executable, "-m", "hpcval.vet.probe", "--samples", "1"],
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    probe = json.loads(next(ln for ln in out.splitlines() if ln.startswith(MARKER))
+                       [len(MARKER):])
+    fps = {n: copy.deepcopy(probe["fingerprint"]) for n in ("a", "b", "c", "d")}
+    fps["c"]["kernel"]["cmdline"] = fps["c"]["kernel"].get("cmdline", "") + " nosmt"
+    fps["c"]["memory"]["total"] = "7/8 of it"
+    readings = {n: {"time": 1.0, "values": probe["counters"]} for n in fps}
+    verdict = Verdict(list(fps))
+    coded.judge(verdict, fps, {n: probe["fingerprint_unknown"] for n in fps}, readings, {},
+                JudgeSettings())
+    assert _named(verdict) == {"c": {"HC-UNI-KERNEL", "HC-UNI-MEMORY"}}
+    assert verdict.majority["kernel"]["cmdline"]["count"] == 3
