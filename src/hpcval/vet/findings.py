@@ -126,7 +126,8 @@ FIGURE_CODES = {"triad_bw": "HC-TRIAD", "shm_pingpong_bw_1MiB": "HC-SHMBW", "cpu
                 "pingpong_bw_1MiB": "HC-PAIR"}
 
 #: counter kind (last element of a counter's name, with its source) -> code
-COUNTER_CODES = {"ue": "HC-ECC-UE", "ce": "HC-ECC-CE", "symbol_error": "HC-IB-SYMBOL",
+COUNTER_CODES = {"ue": "HC-ECC-UE", "ce": "HC-ECC-CE", "ue_noinfo": "HC-ECC-UE",
+                 "ce_noinfo": "HC-ECC-CE", "symbol_error": "HC-IB-SYMBOL",
                  "link_error_recovery": "HC-IB-RECOVERY", "link_downed": "HC-IB-DOWNED",
                  "port_rcv_errors": "HC-IB-RCVERR", "rx_errors": "HC-NIC-ERR",
                  "tx_errors": "HC-NIC-ERR", "count": "HC-MCE"}
