@@ -371,8 +371,10 @@ def gate(site: VetSite, node: str, opts: Options, progress: Progress,
     if stored_note:
         result["verdict"]["notes"].append(stored_note)
     if not ok:
-        ev = [c["evidence"] for c in result["verdict"]["culprits"] if node in c["nodes"]]
-        vslurm.drain(node, f"hpcval gate {vet_id}: " + (" | ".join(ev) or stored_note))
+        mine = [c for c in result["verdict"]["culprits"] if node in c["nodes"]]
+        codes = sorted({c.get("code") or "" for c in mine} - {""}) or ["HC-LOST"]
+        ev = " | ".join(dict.fromkeys(c["evidence"] for c in mine)) or stored_note
+        vslurm.drain(node, f"hpcval gate [{','.join(codes)}] {vet_id}: " + " ".join(ev.split()))
         result["drained"] = [node]
     paths = report.write(result, workdir)
     return ok, result, paths
