@@ -41,7 +41,7 @@ from hpcval.vet import slurm as vslurm
 MARK = "hpcval health"
 #: finding -> the code its drain reason carries
 CODES = {"triad_bw": "HC-TRIAD", "shm_pingpong_bw_1MiB": "HC-SHMBW", "cpu_mhz": "HC-MHZ",
-         "cpu_share": "HC-CPUSHARE", "tuning": "HC-TUNING"}
+         "dgemm_gflops": "HC-DGEMM", "cpu_share": "HC-CPUSHARE", "tuning": "HC-TUNING"}
 REASON = re.compile(r"^hpcval health \[(?P<codes>HC-[A-Z]+(?:,HC-[A-Z]+)*)\] "
                     r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z): (?P<evidence>.+)$")
 #: ``Reason=<text> [<user>@<time>]`` at the end of a ``scontrol show node --oneliner`` line
