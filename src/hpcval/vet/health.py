@@ -6,7 +6,8 @@ it after 60 s): the probe (tuning audit, CPU frequency), the triad (hpcval's
 ``cfdio`` on one rank, sized as a vetting sizes it) and the shared-memory
 PingPong (IMB-MPI1, 2 ranks on the node), each ``samples`` times, and, where
 the vetting it judges against measured DGEMM (``hpcval vet --dgemm``), DGEMM
-at that vetting's matrix order, within a ``budget`` of seconds. It judges each figure against two yardsticks:
+at that vetting's matrix order, within a ``budget`` of seconds. It judges each
+figure against two yardsticks:
 
 - the **partition** as the last full vetting of it measured it
   (``var/<site>/vet/*/vet.json``: every node's figure there, the named nodes
