@@ -51,6 +51,7 @@ FIGURES: dict[str, FigureSpec] = {f.name: f for f in (
                "best"),
     FigureSpec("shm_pingpong_lat_8B", "shared-memory PingPong 8 B", "us", "lower", 1.0),
     FigureSpec("cpu_mhz", "CPU frequency", "MHz", "higher", 0.10),
+    FigureSpec("dgemm_gflops", "DGEMM", "GFLOP/s", "higher", 0.25, "best"),
 )}
 
 

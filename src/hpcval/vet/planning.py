@@ -125,7 +125,7 @@ def make_plan(site: VetSite, nodes: Sequence[str], opts: Options) -> Plan:
     from hpcval.vet.schedule import plan
 
     rounds = len(plan(nodes, opts.max_rounds))
-    node_steps = NODE_STEPS + int(site.gpus)
+    node_steps = NODE_STEPS + int(site.gpus) + int(opts.settings.dgemm)
     later = rounds + opts.follow_up_rounds
     rec, sizes = recorded_step_seconds(site.var / "vet", site.slurm_partition)
     kinds = ("probe", "triad", "shm-pingpong", "round") + (("gpu-probe",) if site.gpus
@@ -153,6 +153,10 @@ def make_plan(site: VetSite, nodes: Sequence[str], opts: Options) -> Plan:
                        f"{MPI_START_S:.0f} s per MPI world (the lab's), pairs at "
                        f"{'the site reference ' if ref else 'an assumed '}{rate:.0f} MB/s, "
                        "triad at 1 GB/s, follow-up rounds included")
+    if opts.settings.dgemm:
+        # DGEMM: the recorded step's median, else (samples + warm-up) multiplies of ~2 s
+        wall += (statistics.median(rec["dgemm"]) if rec.get("dgemm") else
+                 TASKS_START_S + (opts.settings.samples + 1) * 2.0)
     return Plan(len(nodes), rounds, opts.follow_up_rounds, node_steps, wall, assumptions,
                 again_steps=opts.again, confirm_steps=opts.confirm)
 

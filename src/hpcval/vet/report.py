@@ -13,7 +13,7 @@ from hpcval.vet.findings import CODES
 from hpcval.vet.judge import FIGURES
 
 ORDER = ["pingpong_bw_1MiB", "triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B",
-         "cpu_mhz"]
+         "cpu_mhz", "dgemm_gflops"]
 
 
 def _fmt(v: float) -> str:

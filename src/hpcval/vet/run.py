@@ -224,7 +224,8 @@ def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeS
     """The per-node figures, the audit and the site's references; with
     ``confirmed`` (``vet.json``'s ``confirm``), a node named on a per-node figure
     stays named only where its second measurement confirms it."""
-    for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz"):
+    for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz",
+                "dgemm_gflops"):
         if samples.figures.get(fig):
             judge_node_figure(samples.figures[fig], FIGURES[fig], settings, verdict,
                               judged=fig not in INFORMATIONAL)
