@@ -159,3 +159,12 @@ def test_the_real_probe_line_is_judged_and_one_changed_node_named() -> None:
                 JudgeSettings())
     assert _named(verdict) == {"c": {"HC-UNI-KERNEL", "HC-UNI-MEMORY"}}
     assert verdict.majority["kernel"]["cmdline"]["count"] == 3
+
+
+def test_every_judged_figure_has_its_code() -> None:
+    from hpcval.vet.findings import culprit_code
+    from hpcval.vet.model import FIGURES, INFORMATIONAL
+
+    for fig in set(FIGURES) - INFORMATIONAL:
+        assert culprit_code("node", fig) != "HC-TUNING", fig
+    assert culprit_code("node", "dgemm_gflops") == "HC-DGEMM"
