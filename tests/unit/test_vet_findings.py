@@ -12,7 +12,7 @@ import pytest
 from hpcval.vet import coded, counters, healthdrain, uniformity
 from hpcval.vet.findings import CODES, Finding
 from hpcval.vet.model import Culprit, JudgeSettings, Verdict
-from hpcval.vet.rules import parse
+from hpcval.vet.rules import Rules, parse
 from hpcval.vet.simidentity import partition
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,3 +168,29 @@ def test_every_judged_figure_has_its_code() -> None:
     for fig in set(FIGURES) - INFORMATIONAL:
         assert culprit_code("node", fig) != "HC-TUNING", fig
     assert culprit_code("node", "dgemm_gflops") == "HC-DGEMM"
+
+
+def test_health_judges_its_node_against_the_last_vetting_and_its_previous_reading(
+        tmp_path: Path) -> None:
+    """hpcval health: the node's fingerprint against the majority the last full
+    vetting recorded, its counters against its latest stored reading (here a
+    health record newer than the vetting)."""
+    import json
+
+    from hpcval.vet.healthgate import identity_findings
+
+    fps = {n: _fp("X") for n in "abcd"}
+    verdict = Verdict(list(fps))
+    coded.judge(verdict, fps, {}, {}, {}, JudgeSettings())
+    vetting = {"id": "20261128T100000Z-aaaaaa", "verdict": verdict.to_dict(),
+               "counters": {"b": _reading(1000.0, ce=0, ue=0)}}
+    (tmp_path / "20261128T110000Z-bbbbbb-b.json").write_text(json.dumps(
+        {"counters": _reading(2000.0, ce=0, ue=1)}))
+    probe = {"fingerprint": _fp("X", cmdline="ro nosmt"), "fingerprint_unknown": {},
+             "counters": {"memory/edac/mc0/ce": 0, "memory/edac/mc0/ue": 2},
+             "read_at": 5600.0}
+    found = identity_findings("b", probe, [vetting], JudgeSettings(), Rules(), tmp_path)
+    assert sorted((f.code, f.severity) for f in found) == [("HC-ECC-UE", "off"),
+                                                          ("HC-UNI-KERNEL", "suspect")]
+    ue = next(f for f in found if f.code == "HC-ECC-UE")
+    assert "+1 in 60 min" in ue.text and "health 20261128T110000Z-bbbbbb" in ue.text
