@@ -194,3 +194,30 @@ def test_health_judges_its_node_against_the_last_vetting_and_its_previous_readin
                                                           ("HC-UNI-KERNEL", "suspect")]
     ue = next(f for f in found if f.code == "HC-ECC-UE")
     assert "+1 in 60 min" in ue.text and "health 20261128T110000Z-bbbbbb" in ue.text
+
+
+def test_a_recorded_vetting_with_fingerprints_writes_codes_and_remedies(tmp_path: Path) -> None:
+    """A recorded 6-node lab vetting (one node slow on the network) with a
+    fingerprint per node, one node on another kernel command line: vet.txt,
+    vet.html and vet.json name both findings with their codes and remedies."""
+    import json
+
+    from hpcval.vet import report, terminal
+    from hpcval.vet.run import drain_reason, judge_recorded
+
+    data = json.loads((ROOT / "tests" / "data" / "vet" / "one-bad-node.json").read_text())
+    nodes = sorted({n for k in data["pair_samples"] for n in k.split("|")})
+    data["fingerprints"] = {n: _fp("X", "ro nosmt" if n == "lab-n5" else "ro") for n in nodes}
+    data["verdict"] = judge_recorded(data).to_dict()
+    data.update(id="20261123T205156Z-ebfeeb", site="lab", partition="lab", rounds=5,
+                follow_up_rounds=0, jobs=1, steps=81, wall_seconds=67.0)
+    paths = report.write(data, tmp_path)
+    text = terminal.text(data)
+    assert "[HC-PAIR] lab-n3: PingPong 1 MiB" in text
+    assert "[HC-UNI-KERNEL] lab-n5: kernel.cmdline is 'ro nosmt'; 5 of 6 nodes have 'ro'" in text
+    assert CODES["HC-UNI-KERNEL"].remedy in text
+    page = paths["html"].read_text()
+    assert "<code>HC-UNI-KERNEL</code> suspect" in page
+    stored = json.loads(paths["json"].read_text())
+    assert {f["code"] for f in stored["verdict"]["findings"]} == {"HC-PAIR", "HC-UNI-KERNEL"}
+    assert drain_reason(stored, "lab-n5").startswith("hpcval vet [HC-UNI-KERNEL] ")
