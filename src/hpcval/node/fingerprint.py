@@ -74,19 +74,29 @@ def _opt(path: Path) -> str | None:
 
 # -- cpu --------------------------------------------------------------------
 
+#: the CPU keys ``/proc/cpuinfo`` gives (``cpus`` comes from the online CPUs)
+_CPUINFO_KEYS = ("model", "vendor", "microcode", "flags", "sockets", "cores",
+                 "threads_per_core")
+
+
 def _cpu(root: Path) -> _Category:
     cat = _Category()
-    cpuinfo: Values = {}
-    cat.update("model", lambda: cpuinfo.update(hwtext.parse_cpuinfo(
-        _text(root / "proc/cpuinfo"))) or {})
-    for key in ("model", "vendor", "microcode", "flags", "sockets", "cores",
-                "threads_per_core"):
-        if key in cpuinfo:
-            cat.values[key] = cpuinfo[key]
-    if "model" not in cat.values and "model" not in cat.unknown:
+    try:
+        cpuinfo = hwtext.parse_cpuinfo(_text(root / "proc/cpuinfo"))
+    except Exception:  # noqa: BLE001 - named below
+        cpuinfo = {}
+    cat.values.update({k: v for k, v in cpuinfo.items() if k in _CPUINFO_KEYS})
+    if "model" not in cat.values:
         cat.unknown.append("model")
     sysdir = root / "sys/devices/system/cpu"
-    cat.put("cpus", lambda: str(len(hwtext.cpulist(_text(sysdir / "online")))))
+
+    def cpus() -> str:
+        online = _opt(sysdir / "online")
+        if online is None and "cpus" in cpuinfo:
+            return cpuinfo["cpus"]
+        return str(len(hwtext.cpulist(_text(sysdir / "online"))))
+
+    cat.put("cpus", cpus)
     if "sockets" not in cat.values:
         cat.update("sockets", lambda: _sysfs_topology(sysdir))
     if "microcode" not in cat.values and "model" in cat.values:
@@ -180,25 +190,46 @@ def edac_memory(root: Path) -> Values:
     return out
 
 
-def _dmidecode(root: Path, types: str) -> str | None:
-    """``dmidecode -t TYPES`` where it can run (root, installed, this node's own
-    root), else None."""
-    if root != Path("/") or os.geteuid() != 0:
-        return None
-    exe = shutil.which("dmidecode", path="/usr/sbin:/sbin:/usr/bin:/bin")
-    if exe is None:
-        return None
-    proc = subprocess.run([exe, "-t", types], capture_output=True, text=True, timeout=2,
-                          check=False)
-    if proc.returncode != 0:
-        raise OSError(f"dmidecode exit {proc.returncode}")
-    return proc.stdout
+class _Dmidecode:
+    """``dmidecode -t 0,1,2,17`` (BIOS, system, board, memory devices), run at
+    most once, where it can run: as root, installed, on this node's own root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._result: str | None | Exception = ""
+
+    def text(self) -> str | None:
+        """Its output; None where it cannot run; raises where it failed."""
+        if self._result == "":
+            try:
+                self._result = self._run()
+            except (OSError, subprocess.SubprocessError) as err:
+                self._result = err
+        if isinstance(self._result, Exception):
+            raise self._result
+        return self._result
+
+    def _run(self) -> str | None:
+        if self.root != Path("/") or os.geteuid() != 0:
+            return None
+        if not (self.root / "sys/firmware/dmi/tables").exists():
+            return None  # no SMBIOS tables (a VM without them): nothing to decode
+        exe = shutil.which("dmidecode", path="/usr/sbin:/sbin:/usr/bin:/bin")
+        if exe is None:
+            return None
+        proc = subprocess.run([exe, "-t", "0,1,2,17"], capture_output=True, text=True,
+                              timeout=2, check=False)
+        if proc.returncode != 0:
+            raise OSError(f"dmidecode exit {proc.returncode}")
+        return proc.stdout
 
 
-def _memory(root: Path) -> _Category:
+def _memory(root: Path, dmi: _Dmidecode) -> _Category:
     cat = _Category()
-    info: dict[str, int] = {}
-    cat.update("total", lambda: info.update(_meminfo(root)) or {})
+    try:
+        info = _meminfo(root)
+    except Exception:  # noqa: BLE001 - named below
+        info = {}
     if "MemTotal" in info:
         cat.values["total"] = round_memory(info["MemTotal"])
     else:
@@ -207,7 +238,7 @@ def _memory(root: Path) -> _Category:
         cat.values["hugepages"] = (f"{info['HugePages_Total']} x "
                                    f"{info.get('Hugepagesize', 0)} kB")
     cat.update("edac", lambda: edac_memory(root))
-    cat.update("dimms", lambda: hwtext.parse_dmidecode_memory(_dmidecode(root, "17") or ""))
+    cat.update("dimms", lambda: hwtext.parse_dmidecode_memory(dmi.text() or ""))
     return cat
 
 
@@ -219,12 +250,14 @@ DMI_FILES = ("bios_vendor", "bios_version", "bios_date", "bios_release", "sys_ve
              "board_version")
 
 
-def _firmware(root: Path) -> _Category:
+def _firmware(root: Path, dmidecode: _Dmidecode) -> _Category:
     cat = _Category()
     dmi = root / "sys/class/dmi/id"
     if dmi.is_dir():
         for name in DMI_FILES:
             cat.put(name, lambda name=name: _opt(dmi / name))
+    else:  # a kernel without the DMI class: the tables through dmidecode, as root
+        cat.update("bios", lambda: hwtext.parse_dmidecode_bios(dmidecode.text() or ""))
     return cat
 
 
@@ -421,9 +454,10 @@ def fingerprint(root: Path = Path("/"), mounts: Sequence[str] | None = None,
     mount of a storage file system); ``env``: the environment the checks run
     in (its ``PATH``'s MPI, its ``SPACK_ENV``; default this process's)."""
     env = os.environ if env is None else env
+    dmi = _Dmidecode(root)
     readers: dict[str, Callable[[], _Category]] = {
-        "cpu": lambda: _cpu(root), "memory": lambda: _memory(root),
-        "firmware": lambda: _firmware(root), "kernel": lambda: _kernel(root),
+        "cpu": lambda: _cpu(root), "memory": lambda: _memory(root, dmi),
+        "firmware": lambda: _firmware(root, dmi), "kernel": lambda: _kernel(root),
         "network": lambda: _network(root), "software": lambda: _software(root, env),
         "mounts": lambda: _mounts(root, mounts)}
     values: dict[str, Values] = {}
