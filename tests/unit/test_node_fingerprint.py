@@ -207,6 +207,18 @@ def test_counters_of_a_recorded_node(node: Path) -> None:
     assert not [n for n in counters if n.startswith("network/nic/")]  # no /sys/class/net
 
 
+def test_nic_counters_of_physical_interfaces_only(node: Path) -> None:
+    for iface, physical in (("eth0", True), ("lo", True), ("veth1a2b3c", False)):
+        stats = node / "sys/class/net" / iface / "statistics"
+        stats.mkdir(parents=True)
+        (stats / "rx_errors").write_text("7\n")
+        (stats / "tx_errors").write_text("0\n")
+        if physical:
+            (node / "sys/class/net" / iface / "device").mkdir()
+    nic = {n: v for n, v in read_counters(node).items() if n.startswith("network/nic/")}
+    assert nic == {"network/nic/eth0/rx_errors": 7, "network/nic/eth0/tx_errors": 0}
+
+
 def test_counters_rise_and_vanish(node: Path) -> None:
     (node / "sys/devices/system/edac/mc/mc0/ue_count").write_text("6\n")
     assert read_counters(node)["memory/edac/mc0/ue"] == 6
