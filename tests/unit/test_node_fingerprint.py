@@ -58,6 +58,7 @@ def test_lscpu_of_a_two_socket_epyc() -> None:
         ("96", "48", "2", "2")
     assert cpu["numa_nodes"] == "8"
     assert cpu["numa_cpus"].split(" | ")[0] == "0-5,48-53"
+    assert hwtext.cpulist_text(hwtext.cpulist("0,1,2,5")) == "0-2,5"
     assert cpu["flags"] == "avx avx2 fma"  # no AVX-512 on Zen 1
     assert cpu["max_mhz"] == "2300"
 
@@ -126,6 +127,8 @@ def test_fingerprint_of_a_recorded_node(node: Path) -> None:
     assert values["memory"]["edac_mcs"] == "1"
     assert "edac_dimms" not in values["memory"]  # its csrows hold counts, no sizes
     assert values["cpu"]["numa_nodes"] == "3" and values["cpu"]["model"].startswith("Intel")
+    # 128 GiB per socket: node0's kernel share (34 MB less) reads the same
+    assert values["memory"]["numa_memory"].split(" | ")[:2] == ["128 GiB", "128 GiB"]
     # no kernel files in the recorded tree: named, not silently passed
     assert {"release", "cmdline"} <= set(unknown["kernel"])
     json.dumps([values, unknown])  # what the probe prints
@@ -227,6 +230,17 @@ def test_counters_rise_and_vanish(node: Path) -> None:
 
 
 # -- this machine, through the probe ------------------------------------------
+
+@pytest.mark.skipif(shutil.which("lscpu") is None, reason="util-linux's lscpu")
+def test_lscpu_and_the_fingerprint_agree_on_this_machine() -> None:
+    said = hwtext.parse_lscpu(subprocess.run(["lscpu"], capture_output=True, text=True,
+                                             check=True, env={"LC_ALL": "C"}).stdout)
+    cpu = fingerprint(env={})[0]["cpu"]
+    for key in ("model", "vendor", "cpus", "cores", "sockets", "threads_per_core", "flags",
+                "numa_nodes", "numa_cpus"):
+        if key in said:
+            assert cpu[key] == said[key], key
+
 
 def test_the_probe_prints_them_fast() -> None:
     t0 = time.perf_counter()

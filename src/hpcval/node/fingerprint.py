@@ -107,7 +107,8 @@ def _cpu(root: Path) -> _Category:
                    key=lambda p: int(p.name[4:]))
     if nodes:
         cat.put("numa_nodes", lambda: str(len(nodes)))
-        cat.put("numa_cpus", lambda: " | ".join(_text(n / "cpulist") for n in nodes))
+        cat.put("numa_cpus", lambda: " | ".join(
+            hwtext.cpulist_text(hwtext.cpulist(_text(n / "cpulist"))) for n in nodes))
     return cat
 
 
@@ -147,6 +148,14 @@ def _meminfo(root: Path) -> dict[str, int]:
         if m:
             out[m.group(1)] = int(m.group(2))
     return out
+
+
+def _node_memory(node: Path) -> str:
+    """A NUMA node's ``MemTotal``, rounded as the node's is."""
+    m = re.search(r"MemTotal:\s+(\d+) kB", _text(node / "meminfo"))
+    if m is None:
+        raise ValueError(f"{node}/meminfo: no MemTotal")
+    return round_memory(int(m.group(1)))
 
 
 def edac_memory(root: Path) -> Values:
@@ -234,6 +243,10 @@ def _memory(root: Path, dmi: _Dmidecode) -> _Category:
         cat.values["total"] = round_memory(info["MemTotal"])
     else:
         cat.unknown.append("total")
+    nodes = sorted((root / "sys/devices/system/node").glob("node[0-9]*"),
+                   key=lambda p: int(p.name[4:]))
+    if len(nodes) > 1:  # which socket lost its DIMM
+        cat.put("numa_memory", lambda: " | ".join(_node_memory(n) for n in nodes))
     if "HugePages_Total" in info:
         cat.values["hugepages"] = (f"{info['HugePages_Total']} x "
                                    f"{info.get('Hugepagesize', 0)} kB")
