@@ -134,6 +134,17 @@ def test_fingerprint_of_a_recorded_node(node: Path) -> None:
     json.dumps([values, unknown])  # what the probe prints
 
 
+def test_memory_total_rounds_to_what_is_installed() -> None:
+    """The PowerEdge R520's kernel keeps back 1.6 % of its 12 x 16 GiB: the
+    rounded MemTotal is the installed total dmidecode lists."""
+    text = (DATA / "meminfo" / "percona-linux-007-poweredge-r520-memory.txt").read_text()
+    kib = int(text.split("MemTotal:")[1].split()[0])
+    dimms = hwtext.parse_dmidecode_memory(
+        (DATA / "dmidecode" / "percona-linux-007-poweredge-r520.txt").read_text())
+    assert dimms["dimm_sizes"] == "16384 MB x12"
+    assert round_memory(kib) == f"{12 * 16} GiB"
+
+
 def test_memory_total_rounding() -> None:
     # identical nodes whose kernels keep back slightly different amounts
     assert round_memory(263_749_632) == round_memory(263_600_000) == "256 GiB"
