@@ -193,6 +193,28 @@ def test_cmdline_masks_what_differs_by_nature() -> None:
                                   "BOOTIF=<mac> ip=<address> quiet")
 
 
+def test_software_the_checks_run(tmp_path: Path) -> None:
+    """The MPI of the PATH the checks run with and the Spack environment's lock."""
+    prefix = tmp_path / "spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin/mpiexec").write_text("")
+    (prefix / "lib/pkgconfig").mkdir(parents=True)
+    (prefix / "lib/pkgconfig/ompi.pc").write_text("Name: Open MPI\nVersion: 4.1.6\n")
+    env_dir = tmp_path / "envs/cpu"
+    env_dir.mkdir(parents=True)
+    lock = {"concrete_specs": {"abc123": {"name": "osu-micro-benchmarks"},
+                               "def456": {"name": "openmpi"}}}
+    (env_dir / "spack.lock").write_text(json.dumps(lock))
+    env = {"PATH": "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg/bin", "SPACK_ENV": "/envs/cpu"}
+    sw = fingerprint(tmp_path, env=env)[0]["software"]
+    assert sw["mpi"] == "ompi 4.1.6"
+    assert sw["mpi_prefix"] == "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
+    assert sw["spack_env"] == "cpu" and len(sw["spack_lock"]) == 16
+    lock["concrete_specs"]["def457"] = lock["concrete_specs"].pop("def456")  # rebuilt
+    (env_dir / "spack.lock").write_text(json.dumps(lock))
+    assert fingerprint(tmp_path, env=env)[0]["software"]["spack_lock"] != sw["spack_lock"]
+
+
 def test_mounts_default_and_configured(node: Path) -> None:
     (node / "proc/mounts").write_text(
         "sysfs /sys sysfs rw 0 0\nproc /proc proc rw 0 0\n/dev/sda1 / ext4 rw 0 0\n"

@@ -63,7 +63,7 @@ def _cpu(root: Path) -> Category:
     if nodes:
         cat.put("numa_nodes", lambda: str(len(nodes)))
         cat.put("numa_cpus", lambda: " | ".join(
-            hwtext.cpulistread_text(hwtext.cpulist(read_text(n / "cpulist"))) for n in nodes))
+            hwtext.cpulist_text(hwtext.cpulist(read_text(n / "cpulist"))) for n in nodes))
     return cat
 
 

@@ -80,7 +80,7 @@ def mpi_version(prefix: Path) -> str | None:
         for name in ("ompi", "mpich", "impi"):
             pc = prefix / lib / "pkgconfig" / f"{name}.pc"
             if pc.is_file():
-                m = re.search(r"^Version:\s*(\S+)", pc.readread_text(), re.MULTILINE)
+                m = re.search(r"^Version:\s*(\S+)", pc.read_text(), re.MULTILINE)
                 if m:
                     return f"{name} {m.group(1)}"
     return None
@@ -92,7 +92,7 @@ def spack_lock_hash(env_dir: Path) -> str | None:
     lock = env_dir / "spack.lock"
     if not lock.is_file():
         return None
-    specs = json.loads(lock.readread_text()).get("concrete_specs", {})
+    specs = json.loads(lock.read_text()).get("concrete_specs", {})
     return hashlib.sha256(" ".join(sorted(specs)).encode()).hexdigest()[:16]
 
 
@@ -102,8 +102,7 @@ def software(root: Path, env: Mapping[str, str]) -> Category:
     if launcher is not None:
         real = Path(os.path.realpath(launcher))
         prefix = real.parent.parent
-        cat.put("mpi_prefix", lambda: str(prefix.relative_to(root)) if root != Path("/")
-                else str(prefix))
+        cat.put("mpi_prefix", lambda: str(Path("/") / prefix.relative_to(root.resolve())))
         cat.put("mpi", lambda: mpi_version(prefix))
     if env.get("SPACK_ENV"):
         spack_env = root / env["SPACK_ENV"].lstrip("/")
