@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from hpcval.node import fingerprint_env, hwtext
-from hpcval.node.sysread import Category, Values, read_opt, read_text
+from hpcval.node.sysread import UNREADABLE, Category, Values, read_opt, read_text
 
 CATEGORIES = ("cpu", "memory", "firmware", "kernel", "network", "software", "mounts")
 
@@ -38,7 +38,7 @@ def _cpu(root: Path) -> Category:
     cat = Category()
     try:
         cpuinfo = hwtext.parse_cpuinfo(read_text(root / "proc/cpuinfo"))
-    except Exception:  # noqa: BLE001 - named below
+    except UNREADABLE:  # named below
         cpuinfo = {}
     cat.values.update({k: v for k, v in cpuinfo.items() if k in _CPUINFO_KEYS})
     if "model" not in cat.values:
@@ -192,7 +192,7 @@ def _memory(root: Path, dmi: _Dmidecode) -> Category:
     cat = Category()
     try:
         info = _meminfo(root)
-    except Exception:  # noqa: BLE001 - named below
+    except UNREADABLE:  # named below
         info = {}
     if "MemTotal" in info:
         cat.values["total"] = round_memory(info["MemTotal"])

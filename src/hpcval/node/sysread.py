@@ -3,10 +3,15 @@ a category's values and the keys it could not read (:class:`Category`)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 Values = dict[str, str]
+
+#: what reading a node's file or tool can raise: its key is then unknown (any
+#: other exception is a fault of the reader: its whole category is unknown, "*")
+UNREADABLE = (OSError, ValueError, subprocess.SubprocessError)
 
 
 class Category:
@@ -21,7 +26,7 @@ class Category:
         an exception names ``key`` unreadable."""
         try:
             value = read()
-        except Exception:  # noqa: BLE001 - a reader never raises: the key is unknown
+        except UNREADABLE:
             self.unknown.append(key)
             return
         if value is not None:
@@ -31,7 +36,7 @@ class Category:
         """Several keys at once (``key`` names them when ``read`` fails)."""
         try:
             self.values.update(read())
-        except Exception:  # noqa: BLE001
+        except UNREADABLE:
             self.unknown.append(key)
 
 
