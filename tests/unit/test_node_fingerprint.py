@@ -210,6 +210,13 @@ def test_software_the_checks_run(tmp_path: Path) -> None:
     assert sw["mpi"] == "ompi 4.1.6"
     assert sw["mpi_prefix"] == "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
     assert sw["spack_env"] == "cpu" and len(sw["spack_lock"]) == 16
+    # Intel MPI installed by pip into a virtual environment: the wheel's version
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/mpiexec").write_text("")
+    (venv / "lib/python3.11/site-packages/impi_rt-2021.18.1.dist-info").mkdir(parents=True)
+    assert fingerprint(tmp_path, env={"PATH": "/venv/bin"})[0]["software"]["mpi"] == \
+        "impi_rt 2021.18.1"
     lock["concrete_specs"]["def457"] = lock["concrete_specs"].pop("def456")  # rebuilt
     (env_dir / "spack.lock").write_text(json.dumps(lock))
     assert fingerprint(tmp_path, env=env)[0]["software"]["spack_lock"] != sw["spack_lock"]

