@@ -58,6 +58,7 @@ def test_lscpu_of_a_two_socket_epyc() -> None:
         ("96", "48", "2", "2")
     assert cpu["numa_nodes"] == "8"
     assert cpu["numa_cpus"].split(" | ")[0] == "0-5,48-53"
+    assert hwtext.cpulist_text(hwtext.cpulist("0,1,2,5")) == "0-2,5"
     assert cpu["flags"] == "avx avx2 fma"  # no AVX-512 on Zen 1
     assert cpu["max_mhz"] == "2300"
 
@@ -126,9 +127,22 @@ def test_fingerprint_of_a_recorded_node(node: Path) -> None:
     assert values["memory"]["edac_mcs"] == "1"
     assert "edac_dimms" not in values["memory"]  # its csrows hold counts, no sizes
     assert values["cpu"]["numa_nodes"] == "3" and values["cpu"]["model"].startswith("Intel")
+    # 128 GiB per socket: node0's kernel share (34 MB less) reads the same
+    assert values["memory"]["numa_memory"].split(" | ")[:2] == ["128 GiB", "128 GiB"]
     # no kernel files in the recorded tree: named, not silently passed
     assert {"release", "cmdline"} <= set(unknown["kernel"])
     json.dumps([values, unknown])  # what the probe prints
+
+
+def test_memory_total_rounds_to_what_is_installed() -> None:
+    """The PowerEdge R520's kernel keeps back 1.6 % of its 12 x 16 GiB: the
+    rounded MemTotal is the installed total dmidecode lists."""
+    text = (DATA / "meminfo" / "percona-linux-007-poweredge-r520-memory.txt").read_text()
+    kib = int(text.split("MemTotal:")[1].split()[0])
+    dimms = hwtext.parse_dmidecode_memory(
+        (DATA / "dmidecode" / "percona-linux-007-poweredge-r520.txt").read_text())
+    assert dimms["dimm_sizes"] == "16384 MB x12"
+    assert round_memory(kib) == f"{12 * 16} GiB"
 
 
 def test_memory_total_rounding() -> None:
@@ -179,6 +193,35 @@ def test_cmdline_masks_what_differs_by_nature() -> None:
                                   "BOOTIF=<mac> ip=<address> quiet")
 
 
+def test_software_the_checks_run(tmp_path: Path) -> None:
+    """The MPI of the PATH the checks run with and the Spack environment's lock."""
+    prefix = tmp_path / "spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin/mpiexec").write_text("")
+    (prefix / "lib/pkgconfig").mkdir(parents=True)
+    (prefix / "lib/pkgconfig/ompi.pc").write_text("Name: Open MPI\nVersion: 4.1.6\n")
+    env_dir = tmp_path / "envs/cpu"
+    env_dir.mkdir(parents=True)
+    lock = {"concrete_specs": {"abc123": {"name": "osu-micro-benchmarks"},
+                               "def456": {"name": "openmpi"}}}
+    (env_dir / "spack.lock").write_text(json.dumps(lock))
+    env = {"PATH": "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg/bin", "SPACK_ENV": "/envs/cpu"}
+    sw = fingerprint(tmp_path, env=env)[0]["software"]
+    assert sw["mpi"] == "ompi 4.1.6"
+    assert sw["mpi_prefix"] == "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
+    assert sw["spack_env"] == "cpu" and len(sw["spack_lock"]) == 16
+    # Intel MPI installed by pip into a virtual environment: the wheel's version
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/mpiexec").write_text("")
+    (venv / "lib/python3.11/site-packages/impi_rt-2021.18.1.dist-info").mkdir(parents=True)
+    assert fingerprint(tmp_path, env={"PATH": "/venv/bin"})[0]["software"]["mpi"] == \
+        "impi_rt 2021.18.1"
+    lock["concrete_specs"]["def457"] = lock["concrete_specs"].pop("def456")  # rebuilt
+    (env_dir / "spack.lock").write_text(json.dumps(lock))
+    assert fingerprint(tmp_path, env=env)[0]["software"]["spack_lock"] != sw["spack_lock"]
+
+
 def test_mounts_default_and_configured(node: Path) -> None:
     (node / "proc/mounts").write_text(
         "sysfs /sys sysfs rw 0 0\nproc /proc proc rw 0 0\n/dev/sda1 / ext4 rw 0 0\n"
@@ -207,6 +250,18 @@ def test_counters_of_a_recorded_node(node: Path) -> None:
     assert not [n for n in counters if n.startswith("network/nic/")]  # no /sys/class/net
 
 
+def test_nic_counters_of_physical_interfaces_only(node: Path) -> None:
+    for iface, physical in (("eth0", True), ("lo", True), ("veth1a2b3c", False)):
+        stats = node / "sys/class/net" / iface / "statistics"
+        stats.mkdir(parents=True)
+        (stats / "rx_errors").write_text("7\n")
+        (stats / "tx_errors").write_text("0\n")
+        if physical:
+            (node / "sys/class/net" / iface / "device").mkdir()
+    nic = {n: v for n, v in read_counters(node).items() if n.startswith("network/nic/")}
+    assert nic == {"network/nic/eth0/rx_errors": 7, "network/nic/eth0/tx_errors": 0}
+
+
 def test_counters_rise_and_vanish(node: Path) -> None:
     (node / "sys/devices/system/edac/mc/mc0/ue_count").write_text("6\n")
     assert read_counters(node)["memory/edac/mc0/ue"] == 6
@@ -216,12 +271,25 @@ def test_counters_rise_and_vanish(node: Path) -> None:
 
 # -- this machine, through the probe ------------------------------------------
 
+@pytest.mark.skipif(shutil.which("lscpu") is None, reason="util-linux's lscpu")
+def test_lscpu_and_the_fingerprint_agree_on_this_machine() -> None:
+    said = hwtext.parse_lscpu(subprocess.run(["lscpu"], capture_output=True, text=True,
+                                             check=True, env={"LC_ALL": "C"}).stdout)
+    cpu = fingerprint(env={})[0]["cpu"]
+    for key in ("model", "vendor", "cpus", "cores", "sockets", "threads_per_core", "flags",
+                "numa_nodes", "numa_cpus"):
+        if key in said:
+            assert cpu[key] == said[key], key
+
+
 def test_the_probe_prints_them_fast() -> None:
     t0 = time.perf_counter()
-    values, _ = fingerprint()
+    values, unknown = fingerprint()
     read_counters()
     took = time.perf_counter() - t0
     assert values["kernel"]["release"] and values["cpu"]["cpus"]
+    # "*": a reader failed on something other than an unreadable file (its own fault)
+    assert not [c for c, keys in unknown.items() if "*" in keys], unknown
     assert took < 2.0, f"fingerprint and counters took {took:.2f} s"  # < 0.2 s unloaded
     out = subprocess.run([sys.executable, "-m", "hpcval.vet.probe", "--samples", "1",
                           "--interval", "0"], capture_output=True, text=True, check=True,
