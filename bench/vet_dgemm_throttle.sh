@@ -7,6 +7,8 @@
 #       CPUs: NODES nodes on C CPUs get C/NODES each when all run, so the quota is
 #       C/NODES/2 of a CPU); MODE clean: no quota. RUNS vettings with --dgemm; one line
 #       per run: exit code, named nodes and on which figures, the DGEMM medians, load.
+#       QUOTA_US=N sets the quota (per 100 ms period) instead: e.g. half of the share a
+#       node was measured to get in clean vettings at the machine's load.
 #
 # Takes the lab lock (/tmp/hpcval-lab.lock) for the whole experiment, removes the cgroup
 # and brings the lab down afterwards. Needs root and the cgroup v1 `cpu` controller
@@ -38,7 +40,7 @@ $HPCVAL lab down >/dev/null 2>&1 || true
 $HPCVAL lab up --nodes "$nodes" --no-file-server >/dev/null
 cpus=$($PY -c 'import os; print(len(os.sched_getaffinity(0)))')
 period=100000
-quota=$((period * cpus / nodes / 2))
+quota=${QUOTA_US:-$((period * cpus / nodes / 2))}
 if [ "$mode" = throttled ]; then
     mkdir -p "$cg"
     if [ -f "$cg/cpu.max" ]; then echo "$quota $period" > "$cg/cpu.max"
@@ -66,7 +68,7 @@ for c in r["verdict"]["culprits"]:
     named.setdefault(c["name"], []).append(c["figure"])
 shown = "; ".join(f"{n} ({', '.join(f)})" for n, f in named.items()) or "-"
 d = r["node_samples"].get("dgemm_gflops", {})
-best = {n: max(v) for n, v in d.items() if v}
+best = {n: statistics.median(v) for n, v in d.items() if v}
 others = statistics.median([v for n, v in best.items() if n != node]) if len(best) > 1 else 0
 mine = f"{best[node]:.2f}" if node in best else "unmeasured"
 print(f"| {i} | {mode} | {load} | {rc} | {shown} | {mine} / {others:.2f} | {wall} s | {r['id']} |")

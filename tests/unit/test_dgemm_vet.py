@@ -66,3 +66,24 @@ def test_health_judges_dgemm_against_the_vetting_that_measured_it() -> None:
     del ref["sizes"]
     quiet = health.judge_health("n0", {}, [], [ref], JudgeSettings())
     assert health.dgemm_of(ref) is None and not any("DGEMM" in n for n in quiet.notes)
+
+
+def test_the_plan_counts_and_names_the_dgemm_step(tmp_path: Path) -> None:
+    from hpcval.vet import planning
+
+    site = _site(tmp_path)
+    names = [f"n{i}" for i in range(8)]
+    without = planning.make_plan(site, names, planning.Options())
+    opts = planning.Options(settings=measure.Settings(dgemm=True))
+    plan = planning.make_plan(site, names, opts)
+    assert plan.node_steps == without.node_steps + 1 and plan.steps == without.steps + 1
+    assert "shared-memory PingPong, DGEMM;" in plan.text() and "GPU" not in plan.text()
+    assert plan.wall_s > without.wall_s
+    # recorded: the DGEMM step's own median time
+    steps = {"probe": 2.0, "triad": 10.0, "shm-pingpong": 5.0, "round1": 3.0, "dgemm": 40.0}
+    d = tmp_path / "var" / "vet" / "20261128T120000Z-aaaaaa"
+    d.mkdir(parents=True)
+    (d / "vet.json").write_text(json.dumps({"partition": "lab", "step_seconds": steps,
+                                            "verdict": {"nodes": names}}))
+    assert planning.make_plan(site, names, opts).wall_s == pytest.approx(
+        planning.make_plan(site, names, planning.Options()).wall_s + 40.0)
