@@ -221,3 +221,15 @@ def test_a_recorded_vetting_with_fingerprints_writes_codes_and_remedies(tmp_path
     stored = json.loads(paths["json"].read_text())
     assert {f["code"] for f in stored["verdict"]["findings"]} == {"HC-PAIR", "HC-UNI-KERNEL"}
     assert drain_reason(stored, "lab-n5").startswith("hpcval vet [HC-UNI-KERNEL] ")
+
+
+@pytest.mark.parametrize("rise,named", [(1, False), (10, False), (11, True), (100, True)])
+def test_a_rate_is_taken_over_at_least_an_hour(rise: int, named: bool) -> None:
+    """Two readings a minute apart (health runs): symbol errors are named above
+    10 per hour, the rise counted over at least one hour."""
+    name = "network/ib/mlx5_0/1/symbol_error"
+    prev = {n: {"time": 0.0, "values": {name: 7}} for n in "abc"}
+    now = {n: {"time": 60.0, "values": {name: 7}} for n in "abc"}
+    now["a"]["values"][name] += rise
+    found, _ = counters.judge(now, prev)
+    assert [(f.code, f.node) for f in found] == ([("HC-IB-SYMBOL", "a")] if named else [])

@@ -14,7 +14,8 @@ changes them in ``vet-rules.yaml``):
   (``ue`` > 0), said as "baseline recorded";
 - IB symbol errors, link error recovery, link downed, port receive errors,
   NIC rx/tx errors, machine-check events: rate per hour since the previous
-  reading above the code's threshold (0: any rise), suspect;
+  reading (over at least :data:`MIN_HOURS`) above the code's threshold (0: any
+  rise), suspect;
 - corrected ECC: rate above ``max(threshold, factor x partition median
   rate)``, suspect;
 - a counter that fell (reboot, driver reload) is taken as counted from zero;
@@ -38,6 +39,10 @@ from hpcval.vet.ranks import median
 from hpcval.vet.rules import Rules
 
 Reading = Mapping[str, Any]  # {"time": epoch seconds, "values": {name: int | None}}
+
+#: a rate is taken over at least this many hours: one error between two health
+#: runs a minute apart is 1/h, not 60/h (a threshold of 10/h then needs 11 errors)
+MIN_HOURS = 1.0
 
 _SOURCE_NAMES = {"memory/edac": "EDAC (memory error) counters",
                  "network/ib": "InfiniBand port counters",
@@ -155,13 +160,14 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
     # corrected ECC: against the partition's median rate (nodes without a rise count 0)
     judged = [n for n in current if previous.get(n) is not None]
     ce_rates = {n: rises.get(n, {}).get("HC-ECC-CE", [0, 1.0])[0]
-                / rises.get(n, {}).get("HC-ECC-CE", [0, 1.0])[1] for n in judged}
+                / max(MIN_HOURS, rises.get(n, {}).get("HC-ECC-CE", [0, 1.0])[1])
+                for n in judged}
     ce_median = median(list(ce_rates.values())) if ce_rates else 0.0
     for node in sorted(rises):
         prev = previous[node]
         assert prev is not None
         for code, (delta, hours, names) in sorted(rises[node].items()):
-            rate = delta / hours
+            rate = delta / max(hours, MIN_HOURS)
             limit = rules.limit(code)
             if code == "HC-ECC-CE":
                 limit = max(limit, rules.ce_factor * ce_median)
