@@ -117,7 +117,8 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
         mine: dict[str, list[Any]] = {}
         if prev is None:
             first.append(node)
-            ue = {n: v for n, v in values.items() if v and code_of(n) == "HC-ECC-UE"}
+            ue = {n: v for n, v in values.items()
+                  if isinstance(v, int) and v > 0 and code_of(n) == "HC-ECC-UE"}
             if ue:
                 total = sum(ue.values())
                 findings.append(Finding(
@@ -127,8 +128,8 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
                     rule="any uncorrected error (no previous reading)"))
             continue
         for name, v in values.items():
-            if v is None:
-                continue
+            if not isinstance(v, int):
+                continue  # null: named above; anything else is no count
             code = code_of(name)
             if code is None:
                 continue
@@ -204,7 +205,8 @@ def previous_readings(vettings: list[dict[str, Any]], nodes: list[str],
     out: dict[str, dict[str, Any] | None] = {n: None for n in nodes}
     for v in vettings:
         for n, r in (v.get("counters") or {}).items():
-            if n in out and isinstance(r, dict) and "time" in r:
+            if (n in out and isinstance(r, dict) and isinstance(r.get("time"), (int, float))
+                    and isinstance(r.get("values"), dict)):
                 cur = out[n]
                 if cur is None or r["time"] >= cur["time"]:
                     out[n] = {**r, "source": f"vet {v['id']}"}
