@@ -27,6 +27,7 @@ changes them in ``vet-rules.yaml``):
 from __future__ import annotations
 
 import functools
+import glob
 import json
 from collections import defaultdict
 from collections.abc import Mapping
@@ -212,7 +213,9 @@ def previous_readings(vettings: list[dict[str, Any]], nodes: list[str],
                     out[n] = {**r, "source": f"vet {v['id']}"}
     if health_dir is not None and health_dir.is_dir():
         latest: dict[str, Path] = {}
-        for p in health_dir.glob("*.json"):
+        # one node (hpcval health): its own records only, not every node's
+        pattern = f"*-{glob.escape(nodes[0])}.json" if len(nodes) == 1 else "*.json"
+        for p in health_dir.glob(pattern):
             node = p.stem[24:]  # <run id (23 characters)>-<node>
             if node in out and (node not in latest or p.name > latest[node].name):
                 latest[node] = p
