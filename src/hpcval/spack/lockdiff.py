@@ -294,8 +294,12 @@ def _compare(o: str, n: str, old: dict[str, dict[str, Any]], new: dict[str, dict
             change.aspects.append("dependencies")
             change.lines.append(f"dependency {name}: {_show(pa)} -> {_show(pb)}")
         old_dep, new_dep = str(ea[name].get("hash")), str(eb[name].get("hash"))
-        if renamed.get(old_dep) != new_dep:
+        if old_dep != new_dep:
             change.through.append(name)
+            if renamed.get(old_dep) != new_dep:
+                change.aspects.append("dependencies")
+                change.lines.append(f"dependency {name}: now another spec "
+                                    f"({_label(new.get(new_dep, {}), new_dep)})")
     for key in ("annotations",):
         if a.get(key) != b.get(key):
             change.aspects.append(key)
