@@ -195,3 +195,43 @@ def test_the_lock_shape_is_what_spack_wrote(tmp_path: Path) -> None:
     path = tmp_path / "pretty.lock"
     path.write_text(json.dumps(_lock("onprem-ib"), indent=2))
     assert spack.diff_locks(_lock("onprem-ib"), spack.read_lock_file(path)).spec_changes == 0
+
+
+def _earlier_lock(env: str) -> dict[str, Any] | None:
+    """The committed lock of *env* from before hpcval-cfdio was pinned by version
+    (``@main``, a commit variant), read from git history; None without that history."""
+    import subprocess
+
+    path = f"environments/{env}/spack.lock"
+    log = subprocess.run(["git", "log", "--format=%H", "--", path], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    for commit in log.stdout.split():
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT,
+                               capture_output=True, check=False)
+        if shown.returncode != 0:
+            continue
+        lock = json.loads(shown.stdout)
+        if any(n["name"] == "hpcval-cfdio" and n["version"] == "main"
+               for n in lock["concrete_specs"].values()):
+            return dict(lock)
+    return None
+
+
+@pytest.mark.parametrize("env", COMMITTED)
+def test_a_real_relock_from_history_names_only_what_changed(env: str) -> None:
+    """Two locks Spack wrote, the earlier one from git history: the re-lock for
+    hpcval-cfdio@1.0.0 in place of @main changed those specs (version, the commit variant
+    and the package recipe) and the roots naming them, nothing else."""
+    earlier = _earlier_lock(env)
+    if earlier is None:
+        pytest.skip(f"no earlier environments/{env}/spack.lock in this clone's git history "
+                    "(a shallow clone)")
+    found = spack.diff_locks(earlier, _lock(env))
+    cfdio = [r for r in _lock(env)["roots"] if r["spec"].startswith("hpcval-cfdio")]
+    assert len(found.changed) == len(cfdio) == len(found.roots_rehashed) >= 2
+    for change in found.changed:
+        assert change.label.startswith("hpcval-cfdio@main ^")
+        assert change.aspects == ["version", "variants", "package recipe"]
+        assert change.lines[0] == "version main -> 1.0.0"
+    assert found.header == []
+    assert found.spec_changes == 2 * len(cfdio)

@@ -69,7 +69,12 @@ def read_lock_file(path: str | Path, again: str = "") -> dict[str, Any]:
 
 
 def _label(node: dict[str, Any], hash_: str) -> str:
-    return f"{node.get('name')}@{node.get('version')}/{hash_[:7]}"
+    """``name@version/hash7``, with ``^mpi`` where the spec is built against an MPI (a
+    package is in a lock once per MPI stack)."""
+    mpi = [str(e.get("name")) for e in node.get("dependencies") or []
+           if "mpi" in ((e.get("parameters") or {}).get("virtuals") or [])]
+    return f"{node.get('name')}@{node.get('version')}{''.join(' ^' + m for m in mpi)}" \
+        f"/{hash_[:7]}"
 
 
 def _variants(node: dict[str, Any]) -> dict[str, Any]:
