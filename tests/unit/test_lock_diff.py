@@ -31,8 +31,8 @@ def _one(lock: dict[str, Any], name: str) -> tuple[str, dict[str, Any]]:
     return found[0]
 
 
-def _rehash(lock: dict[str, Any], changed: str) -> dict[str, str]:
-    """Give *changed* and every spec depending on it, up to the roots, a new hash, as
+def _rehash(lock: dict[str, Any], *changed: str) -> dict[str, str]:
+    """Give *changed* and every spec depending on them, up to the roots, a new hash, as
     Spack does when a spec changes (a hash covers the dependencies' hashes); returns
     old -> new hash."""
     specs = lock["concrete_specs"]
@@ -40,11 +40,11 @@ def _rehash(lock: dict[str, Any], changed: str) -> dict[str, str]:
     for h, node in specs.items():
         for edge in node.get("dependencies", []):
             dependents.setdefault(edge["hash"], set()).add(h)
-    todo, renamed = [changed], {}
+    todo, renamed = list(changed), {}
     while todo:
         h = todo.pop()
         if h not in renamed:
-            renamed[h] = ("z" * 8 + h)[:len(h)]
+            renamed[h] = "z" + h[:-1]
             todo.extend(dependents.get(h, ()))
     lock["concrete_specs"] = {renamed.get(h, h): n for h, n in specs.items()}
     for h, node in lock["concrete_specs"].items():
@@ -235,3 +235,23 @@ def test_a_real_relock_from_history_names_only_what_changed(env: str) -> None:
         assert change.lines[0] == "version main -> 1.0.0"
     assert found.header == []
     assert found.spec_changes == 2 * len(cfdio)
+
+
+def test_a_relock_on_the_target_system_names_its_os_and_libc() -> None:
+    """What docs/spack.md says a re-lock on the system itself changes: the OS of every
+    spec and glibc's version; each spec changed itself (its os), nothing is added,
+    removed or said to change otherwise."""
+    old, new = _lock("onprem-ib"), _lock("onprem-ib")
+    for node in new["concrete_specs"].values():
+        node["arch"]["platform_os"] = "rhel9"
+    _, glibc = _one(new, "glibc")
+    glibc["version"] = "2.34"
+    _rehash(new, *new["concrete_specs"])
+    found = spack.diff_locks(old, new)
+    assert len(found.changed) == len(old["concrete_specs"])
+    assert all(c.at_source and c.hash_changed for c in found.changed)
+    for change in found.changed:
+        assert "os debian12 -> rhel9" in change.lines
+        allowed = {"os", "version"} if change.label.startswith("glibc@") else {"os"}
+        assert set(change.aspects) <= allowed, change.lines
+    assert not (found.added or found.removed or found.roots_added or found.roots_removed)
