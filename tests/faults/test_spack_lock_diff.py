@@ -158,3 +158,53 @@ def test_a_relock_without_spack_is_an_environment_fault(envs: Path, monkeypatch,
     res = _diff(envs, monkeypatch, capsys, "--env", str(envs / ENV), "--diff")
     assert_clean_failure(res, 3, "spack not found", "SPACK_ROOT")
     assert (envs / ENV / "spack.lock").read_bytes() == before
+
+
+def _spack_writing(tmp_path: Path, lock: Path, exit_code: int = 0) -> Path:
+    """A SPACK_ROOT whose ``bin/spack`` stands in for Spack's concretizer on a machine
+    without Spack: ``spack -e DIR concretize -f`` writes *lock* as DIR/spack.lock, as
+    Spack writes the lock it made. The real re-lock runs in tests/integration/test_spack.py
+    where Spack is installed; this checks what the command does with what was written."""
+    root = tmp_path / "spack-standin"
+    (root / "bin").mkdir(parents=True)
+    script = root / "bin" / "spack"
+    script.write_text(f'#!/bin/sh\n[ "$1" = -e ] && [ "$3" = concretize ] || exit 9\n'
+                      f'cp "{lock}" "$2/spack.lock"\n'
+                      f'[ {exit_code} = 0 ] || echo "==> Error: concretization failed" >&2\n'
+                      f'exit {exit_code}\n')
+    script.chmod(0o755)
+    return root
+
+
+@pytest.mark.parametrize(("edit", "code", "kept"), [
+    (_header_only, 0, True), (_hwloc_version, 1, False)], ids=["header-only", "a-version"])
+def test_a_relock_keeps_the_lock_when_only_the_header_differs(
+        envs: Path, tmp_path: Path, monkeypatch, capsys, edit: object, code: int,
+        kept: bool) -> None:
+    """Only the header differs: the committed bytes stay (git status clean). A spec
+    changed: the new lock stays, the change named, and how to put the old one back."""
+    lock = envs / ENV / "spack.lock"
+    before = lock.read_bytes()
+    written = _copy(envs, "written.lock", edit)
+    monkeypatch.setenv("SPACK_ROOT", str(_spack_writing(tmp_path, written)))
+    res = _diff(envs, monkeypatch, capsys, "--env", ENV, "--diff")
+    assert res.returncode == code, res.output
+    assert (lock.read_bytes() == before) is kept
+    if kept:
+        assert "kept as it was: the new lock differs only in its header" in res.stdout
+    else:
+        assert lock.read_bytes() == written.read_bytes()
+        assert "changed: hwloc@2.13.0/" in res.stdout and "git checkout --" in res.stdout
+
+
+def test_a_relock_that_fails_puts_the_lock_back(envs: Path, tmp_path: Path, monkeypatch,
+                                               capsys) -> None:
+    """Spack failing after it wrote half a lock: exit 2 with Spack's last lines, and the
+    lock there was before, byte for byte."""
+    lock = envs / ENV / "spack.lock"
+    before = lock.read_bytes()
+    half = _copy(envs, "half.lock", text=before[:5000].decode())
+    monkeypatch.setenv("SPACK_ROOT", str(_spack_writing(tmp_path, half, exit_code=1)))
+    res = _diff(envs, monkeypatch, capsys, "--env", ENV, "--diff")
+    assert_clean_failure(res, 2, "spack concretize failed", "concretization failed")
+    assert lock.read_bytes() == before

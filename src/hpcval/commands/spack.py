@@ -169,6 +169,9 @@ def _lock_diff(args: argparse.Namespace) -> int:
         if against is None and found.spec_changes == 0 and path.read_bytes() != old_bytes:
             atomic_write(path, old_bytes, "restoring the lock")
             print(f"{path}: kept as it was: the new lock differs only in its header")
+        elif against is None and found.spec_changes and not spack.lock_is_made_here(env_dir):
+            print(f"{path}: the new lock is in place: commit it if every change above is "
+                  f"intended, else `git checkout -- {path}` puts the committed one back")
         changes += found.spec_changes
     return 1 if changes else 0
 
