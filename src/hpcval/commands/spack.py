@@ -144,7 +144,8 @@ def _lock_diff(args: argparse.Namespace) -> int:
             raise InputError(spack.missing_lock(env_dir))
         before[env_dir] = (spack.read_lock_file(path, f"run `hpcval spack lock --env "
                                                       f"{env_dir.name}`"), path.read_bytes())
-    against = spack.read_lock_file(args.against) if args.against is not None else None
+    against = (spack.read_lock_file(args.against, "--against: give a spack.lock that Spack "
+                                    "wrote") if args.against is not None else None)
     changes = 0
     for env_dir in dirs:
         path = env_dir / "spack.lock"

@@ -33,7 +33,8 @@ _KNOWN = {"name", "version", "arch", "namespace", "parameters", "package_hash", 
 _LANGUAGES = {"c", "cxx", "fortran"}
 
 
-def read_lock_file(path: str | Path, again: str = "") -> dict[str, Any]:
+def read_lock_file(path: str | Path, again: str = "give a spack.lock that Spack wrote",
+                   ) -> dict[str, Any]:
     """A Spack lock read for comparison: an :class:`InputError` of one line naming the
     file where it is missing, not UTF-8 JSON, or not a Spack lockfile (``_meta``,
     ``roots`` and ``concrete_specs`` as Spack writes them)."""
@@ -42,9 +43,9 @@ def read_lock_file(path: str | Path, again: str = "") -> dict[str, Any]:
     path = Path(path)
     tail = f"; {again}" if again else ""
     if not path.exists():
-        raise InputError(f"{path}: no such file: give a spack.lock{tail}")
+        raise InputError(f"{path}: no such file{tail}")
     if not path.is_file():
-        raise InputError(f"{path}: not a file: give a spack.lock{tail}")
+        raise InputError(f"{path}: not a file{tail}")
     try:
         lock = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
