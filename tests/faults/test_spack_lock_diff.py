@@ -102,7 +102,8 @@ def test_one_version_changed_is_named_exit_1(envs: Path, monkeypatch, capsys) ->
     ("manifest.yaml", "not valid JSON"),
     ("empty-object.lock", '"file-type": "spack-lockfile"'),
     ("spec.json", '"file-type": "spack-lockfile"'),
-], ids=["missing", "a-directory", "cut-short", "yaml", "empty-object", "a-spec-json"])
+    ("huge.lock", "larger than the 64 MiB"),
+], ids=["missing", "a-directory", "cut-short", "yaml", "empty-object", "a-spec-json", "huge"])
 def test_against_a_file_that_is_no_lock(envs: Path, monkeypatch, capsys, against: str,
                                         says: str) -> None:
     committed = (envs / ENV / "spack.lock").read_bytes()
@@ -112,6 +113,8 @@ def test_against_a_file_that_is_no_lock(envs: Path, monkeypatch, capsys, against
     (envs.parent / "empty-object.lock").write_text("{}")
     (envs.parent / "spec.json").write_text(json.dumps(
         {"spec": {"_meta": {"version": 5}, "nodes": [{"name": "ior", "version": "4.0.0"}]}}))
+    with (envs.parent / "huge.lock").open("wb") as huge:  # sparse: no disk used
+        huge.truncate(65 * 2**20)
     path = envs.parent / against
     res = _diff(envs, monkeypatch, capsys, "--env", str(envs / ENV), "--diff", "--against",
                 str(path))

@@ -29,6 +29,8 @@ FLAG_KEYS = ("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs")
 #: Node keys compared one by one below; any other key is compared whole.
 _KNOWN = {"name", "version", "arch", "namespace", "parameters", "package_hash", "patches",
           "dependencies", "external", "annotations", "hash"}
+#: The largest file read as a lock (the committed ones are under 200 KB).
+MAX_LOCK_BYTES = 64 * 1024 * 1024
 #: What a compiler provides (Spack 1.x: a compiler is a build dependency with these virtuals).
 _LANGUAGES = {"c", "cxx", "fortran"}
 
@@ -47,6 +49,11 @@ def read_lock_file(path: str | Path, again: str = "give a spack.lock that Spack 
     if not path.is_file():
         raise InputError(f"{path}: not a file{tail}")
     try:
+        size = path.stat().st_size
+        if size > MAX_LOCK_BYTES:
+            raise InputError(f"{path}: {size / 2**20:.0f} MiB, larger than the "
+                             f"{MAX_LOCK_BYTES // 2**20} MiB a Spack lock may have here: not "
+                             f"a Spack lock{tail}")
         lock = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 (byte offset {err.start}): not a Spack lock"
