@@ -100,6 +100,24 @@ def test_environment_concretizes_for_its_target_without_writing(system: str,
     for mpi in mpis.split("[", 1)[1].rstrip("]").split(","):
         for bench in ("intel-mpi-benchmarks", "osu-micro-benchmarks", "hpcval-cfdio"):
             assert (bench, mpi.strip().split("@")[0]) in pairs, f"no {bench} ^{mpi.strip()}"
+    committed = ROOT / "environments" / system / "spack.lock"
+    if committed.is_file() and not spack.lock_is_made_here(env_dir):
+        _assert_only_host_changes(spack.diff_locks(spack.read_lock_file(committed), lock))
+
+
+def _assert_only_host_changes(found: spack.LockDiff) -> None:
+    """A re-lock at the pins against the committed lock (`hpcval spack lock --diff`): no
+    spec change on a host of the lock's OS; elsewhere only what docs/spack.md says a lock
+    takes from the host, the OS name and the libc (glibc's version and its external)."""
+    report = "\n".join(found.lines())
+    source = [c for c in found.changed if c.at_source]
+    if not any("os" in c.aspects for c in source):
+        assert found.spec_changes == 0, report
+        return
+    for change in source:
+        allowed = {"os", "version", "external"} if change.label.startswith("glibc@") else {"os"}
+        assert set(change.aspects) <= allowed, report
+    assert not (found.added or found.removed or found.roots_added or found.roots_removed), report
 
 
 @needs_spack

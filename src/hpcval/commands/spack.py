@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hpcval import spack
 from hpcval.core.errors import EnvironmentFault, InputError
+from hpcval.core.fileio import atomic_write
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per environment (docs/spack.md).")
     lock.add_argument("--env", action="append", metavar="E",
                       help="environment name or directory (repeatable; default: all)")
+    lock.add_argument("--diff", action="store_true",
+                      help="compare the new lock with the one there was, spec by spec: roots "
+                      "added/removed, per package its version, variants, compiler, target, "
+                      "dependencies and why its hash changed; the Spack header (_meta, spack "
+                      "version/type/commit) shown apart and not counted. Exit 0: no spec "
+                      "changes (a lock whose only difference is the header keeps its bytes), "
+                      "1: spec changes (docs/spack.md, section 4)")
+    lock.add_argument("--against", type=Path, metavar="FILE",
+                      help="with --diff and one --env: compare the environment's spack.lock "
+                      "with FILE (a lock made elsewhere) instead of re-locking; needs no Spack")
     lock.set_defaults(func=_lock)
 
     mir = ssub.add_parser(
@@ -102,6 +113,11 @@ def _externals(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
+    if args.against is not None and not args.diff:
+        raise InputError(f"--against {args.against}: only with --diff (compare the "
+                         "environment's lock with that file)")
+    if args.diff:
+        return _lock_diff(args)
     names = args.env or spack.environment_names()
     dirs = [spack.resolve_environment(n) for n in names]
     for env_dir in dirs:
@@ -110,6 +126,55 @@ def _lock(args: argparse.Namespace) -> int:
         print(f"{env_dir / 'spack.lock'}: {done['roots']} roots, {done['specs']} specs, "
               f"target={done['target']}, {done['seconds']:.0f} s", flush=True)
     return 0
+
+
+def _lock_diff(args: argparse.Namespace) -> int:
+    """``hpcval spack lock --diff``: re-lock (or read --against FILE) and review."""
+    if not args.env:
+        raise InputError("--diff: name the environment: --env E (one whose spack.lock is "
+                         "there to compare with)")
+    if args.against is not None and len(args.env) != 1:
+        raise InputError(f"--against {args.against}: give exactly one --env E (its spack.lock "
+                         "is compared with the file)")
+    dirs = [spack.resolve_environment(n) for n in args.env]
+    before = {}
+    for env_dir in dirs:  # every input checked before minutes of concretizing
+        path = env_dir / "spack.lock"
+        if not path.is_file():
+            raise InputError(spack.missing_lock(env_dir))
+        before[env_dir] = (spack.read_lock_file(path, f"run `hpcval spack lock --env "
+                                                      f"{env_dir.name}`"), path.read_bytes())
+    against = (spack.read_lock_file(args.against, "--against: give a spack.lock that Spack "
+                                    "wrote") if args.against is not None else None)
+    changes = 0
+    for env_dir in dirs:
+        path = env_dir / "spack.lock"
+        old, old_bytes = before[env_dir]
+        if against is not None:
+            new, name = against, str(args.against)
+        else:
+            print(f"{env_dir}: concretizing ...", flush=True)
+            try:
+                done = spack.lock_environment(env_dir)
+            except BaseException:
+                if not path.is_file() or path.read_bytes() != old_bytes:
+                    atomic_write(path, old_bytes, "restoring the lock")
+                raise
+            print(f"{path}: {done['roots']} roots, {done['specs']} specs, "
+                  f"target={done['target']}, {done['seconds']:.0f} s", flush=True)
+            new, name = spack.read_lock_file(path), f"{path} (new)"
+        print(f"{path} -> {name}")
+        found = spack.diff_locks(old, new)
+        for line in found.lines():
+            print(line)
+        if against is None and found.spec_changes == 0 and path.read_bytes() != old_bytes:
+            atomic_write(path, old_bytes, "restoring the lock")
+            print(f"{path}: kept as it was: the new lock differs only in its header")
+        elif against is None and found.spec_changes and not spack.lock_is_made_here(env_dir):
+            print(f"{path}: the new lock is in place: commit it if every change above is "
+                  f"intended, else `git checkout -- {path}` puts the committed one back")
+        changes += found.spec_changes
+    return 1 if changes else 0
 
 
 def _proxy_version(args: argparse.Namespace) -> int:

@@ -12,7 +12,9 @@
   ``hpcval spack install``);
 - :mod:`hpcval.spack.streamsize`: STREAM's array size from the node's cache;
 - :mod:`hpcval.spack.mirror`: the source mirror from repository clones
-  (``hpcval spack mirror``).
+  (``hpcval spack mirror``);
+- :mod:`hpcval.spack.lockdiff`: two locks compared spec by spec, the Spack header apart
+  (``hpcval spack lock --diff``).
 
 Every public name of the rooms is read as ``hpcval.spack.<name>`` too
 (``from hpcval import spack; spack.find_spack()``). A room is imported when one of its
@@ -27,7 +29,7 @@ from typing import Any
 
 #: The rooms, in the order a name is looked for (what site configs need first).
 ROOMS = ("builds", "venvmpi", "environments", "proxies", "preinstall", "streamsize",
-         "mirror")
+         "mirror", "lockdiff")
 
 
 def __getattr__(name: str) -> Any:
