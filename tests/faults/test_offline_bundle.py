@@ -1,0 +1,237 @@
+"""The offline bundle (``hpcval offline bundle``, ``make setup/system-deps BUNDLE=DIR``) and
+the mirror's manifest as a careless user meets them: a truncated STREAM archive (Spack
+declares no checksum for it) caught by the doctor with both sums, a bundle damaged in
+transit refused before anything is installed, wheels of another platform named, wrong
+flags refused with one line and exit 2 (docs/spack.md, sections 1 and 5).
+
+Everything here runs offline and in seconds, except the one test that downloads a foreign
+platform's wheels from PyPI: it is skipped under CI and where PyPI cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcval.offline import wheels
+from hpcval.offline.bundle import BUNDLE_FILE, check_sums, write_sums
+from hpcval.spack import builds, mirror
+
+from .conftest import ROOT, assert_clean_failure, make_checkout, run_inprocess
+
+pytestmark = pytest.mark.integration
+
+STREAM_LOCK = {"_meta": {"lockfile-version": 6},
+               "roots": [{"hash": "sss", "spec": "stream"}],
+               "concrete_specs": {"sss": {"name": "stream", "version": "5.10",
+                                          "namespace": "builtin",
+                                          "arch": {"target": "x86_64_v3"}}}}
+
+
+def _repository(where: Path) -> Path:
+    """A real git repository with a stream.c, its one commit the archive's."""
+    repo = where / "STREAM"
+    repo.mkdir()
+    (repo / "stream.c").write_text("int main(void) { return 0; }\n" * 200)
+    env = {**os.environ, "GIT_AUTHOR_DATE": "2025-02-17T18:41:52+02:00",
+           "GIT_COMMITTER_DATE": "2025-02-17T18:41:52+02:00"}
+    for cmd in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t",
+                                               "commit", "-qm", "stream"]):
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True, env=env)
+    return repo
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A checkout with an environment holding STREAM alone (locked), and Spack's site
+    scope naming a local mirror that holds STREAM's archive and its manifest."""
+    if builds.find_spack() is not None:
+        pytest.skip("Spack is installed here: these cases are about the doctor without it")
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "environments", root / "environments")
+    env = root / "environments" / "tiny"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack:\n  specs: [stream]\n  packages:\n    all:\n"
+                                    "      require:\n      - target=x86_64_v3\n")
+    (env / "spack.lock").write_text(json.dumps(STREAM_LOCK))
+    spack_root = tmp_path / "spack"
+    scope = spack_root / "etc" / "spack" / "site"
+    scope.mkdir(parents=True)
+    mirror_dir = tmp_path / "mirror"
+    (scope / "mirrors.yaml").write_text(
+        f"mirrors::\n  local-sources:\n    url: file://{mirror_dir}\n    signed: false\n")
+    monkeypatch.setenv("SPACK_ROOT", str(spack_root))
+    # the archive as `hpcval spack mirror` makes it: no checksum in Spack's package, so
+    # the manifest holds its sha256
+    src = mirror.Source("stream", "5.10", None, "https://github.com/jeffhammond/STREAM.git",
+                        tmp_path / "package.py")
+    _repository(tmp_path)
+    made = mirror.make_mirror([src], mirror_dir, tmp_path,
+                              {"stream": mirror.Recipe("x/STREAM", "HEAD", "stream-5.10/")})
+    assert made.made and src.mirror_path() in made.sums, made
+    mirror.write_manifest(mirror_dir, made.sums)
+    return {"root": root, "mirror": mirror_dir, "archive": mirror_dir / src.mirror_path()}
+
+
+def test_a_truncated_stream_archive_is_named_by_the_doctor_with_both_sums(
+        site: dict[str, Path], monkeypatch, capsys) -> None:
+    """Spack's stream@5.10 has no checksum: before the manifest the doctor passed a
+    2,000-byte STREAM archive; now it is named with the manifest's sum and its own."""
+    archive = site["archive"]
+    whole = archive.read_bytes()
+    expected = mirror.read_manifest(site["mirror"])["stream/stream-5.10.tar.gz"]
+    assert expected == mirror.sha256_of(archive)
+    res = run_inprocess(site["root"], "spack", "doctor", "--env", "tiny",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert str(archive) not in res.stdout, res.output  # whole: nothing said of it
+
+    archive.write_bytes(whole[:len(whole) // 2])
+    actual = mirror.sha256_of(archive)
+    res = run_inprocess(site["root"], "spack", "doctor", "--env", "tiny",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 3, "problems in", "tiny")
+    named = [ln for ln in res.stdout.splitlines() if str(archive) in ln]
+    assert len(named) == 1, res.stdout
+    assert f"sha256 {actual}" in named[0] and f"expected by SHA256SUMS {expected}" in named[0]
+    assert "truncated" in named[0]
+
+
+def test_an_archive_listed_in_the_manifest_but_gone_is_named(site: dict[str, Path],
+                                                             monkeypatch, capsys) -> None:
+    site["archive"].unlink()
+    res = run_inprocess(site["root"], "spack", "doctor", "--env", "tiny",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 3, res.output
+    assert f"{site['archive']}: missing (listed in {site['mirror'] / 'SHA256SUMS'})" \
+        in res.stdout
+
+
+def test_a_manifest_that_is_not_one_is_named(site: dict[str, Path], monkeypatch,
+                                             capsys) -> None:
+    (site["mirror"] / "SHA256SUMS").write_text("deadbeef  ../../etc/passwd\n")
+    res = run_inprocess(site["root"], "spack", "doctor", "--env", "tiny",
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 2, "SHA256SUMS", "line 1", "hpcval spack mirror")
+
+
+def test_the_manifest_keeps_the_other_archives_lines(tmp_path: Path) -> None:
+    mirror.write_manifest(tmp_path, {"a/a.tar.gz": "1" * 64})
+    mirror.write_manifest(tmp_path, {"b/b.tar.gz": "2" * 64})
+    assert mirror.read_manifest(tmp_path) == {"a/a.tar.gz": "1" * 64, "b/b.tar.gz": "2" * 64}
+
+
+# -- the bundle: flags, sums ---------------------------------------------------------
+
+@pytest.mark.parametrize("flags, names", [
+    (["--platform", "x86_64"], ("--platform x86_64", "not a wheel platform tag")),
+    (["--python-version", "3"], ("--python-version 3", "MAJOR.MINOR")),
+    (["--release", "no-such-release"], ("--release no-such-release", "--no-debs")),
+    (["--env", "nosuch"], ("--env nosuch", "no such Spack environment")),
+], ids=["platform", "python-version", "release", "env"])
+def test_bundle_refuses_wrong_flags_and_makes_nothing(tmp_path: Path, monkeypatch, capsys,
+                                                      flags: list[str],
+                                                      names: tuple[str, ...]) -> None:
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "environments", root / "environments")
+    args = {"--env": "local", "--platform": "manylinux_2_28_x86_64",
+            "--python-version": "3.11", "--out": str(tmp_path / "b")}
+    args.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    res = run_inprocess(root, "offline", "bundle", *[a for kv in args.items() for a in kv],
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 2, *names)
+    assert not (tmp_path / "b").exists()
+
+
+def test_bundle_never_writes_into_a_folder_that_is_not_a_bundle(tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "environments", root / "environments")
+    out = tmp_path / "full"
+    out.mkdir()
+    (out / "thesis.tex").write_text("mine\n")
+    res = run_inprocess(root, "offline", "bundle", "--env", "local", "--platform",
+                        "manylinux_2_28_x86_64", "--python-version", "3.11", "--out", str(out),
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert_clean_failure(res, 2, f"--out {out}", "not a bundle", BUNDLE_FILE)
+    assert [p.name for p in out.iterdir()] == ["thesis.tex"]
+
+
+def _tiny_bundle(where: Path) -> Path:
+    (where / "wheels").mkdir(parents=True)
+    (where / "wheels" / "x-1.0-py3-none-any.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    (where / BUNDLE_FILE).write_text("{}\n")
+    write_sums(where)
+    return where
+
+
+def test_make_setup_refuses_a_bundle_damaged_in_transit(tmp_path: Path) -> None:
+    """SHA256SUMS is checked before the venv is made: a changed wheel stops `make setup`
+    with the file named, and no venv is left."""
+    bundle = _tiny_bundle(tmp_path / "bundle")
+    assert check_sums(bundle) == []
+    (bundle / "wheels" / "x-1.0-py3-none-any.whl").write_bytes(b"PK")
+    assert "x-1.0-py3-none-any.whl" in check_sums(bundle)[0]
+    venv = tmp_path / "venv"
+    proc = subprocess.run(["make", "-C", str(ROOT), "setup", f"BUNDLE={bundle}",
+                           f"VENV={venv}"], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "x-1.0-py3-none-any.whl: FAILED" in proc.stdout + proc.stderr
+    assert not venv.exists()
+
+
+def test_wheels_of_another_platform_are_named(tmp_path: Path) -> None:
+    """Wheel tags against the target's (packaging.tags): an x86_64 wheel or one for
+    another Python is no wheel for a Python 3.12 aarch64 target; pure and abi3 wheels
+    and older manylinux tags are."""
+    names = {"numpy-2.3.0-cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64.whl": True,
+             "cftime-1.6.6-cp311-abi3-manylinux_2_17_aarch64.whl": True,
+             "pyyaml-6.0-py3-none-any.whl": True,
+             "numpy-2.3.0-cp312-cp312-manylinux_2_17_x86_64.whl": False,
+             "numpy-2.3.0-cp311-cp311-manylinux_2_17_aarch64.whl": False,
+             "clingo-5.8.3-cp312-cp312-manylinux_2_31_aarch64.whl": False}
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    wrong = wheels.foreign_wheels(tmp_path, "manylinux2014_aarch64", "3.12")
+    assert sorted(w.split(":")[0] for w in wrong) == sorted(n for n, ok in names.items()
+                                                             if not ok)
+    assert wheels.platforms("manylinux2014_aarch64")[0] == "manylinux_2_17_aarch64"
+
+
+def _pypi_reachable() -> bool:
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(bool(os.environ.get("CI")), reason="downloads from PyPI: not run in CI")
+def test_a_bundle_for_another_platform_resolves_there(tmp_path: Path) -> None:
+    """hpcval's whole stack for Python 3.12 on manylinux_2_28_x86_64, downloaded by
+    another Python (this one): every wheel's tags are the target's, and pip resolves the
+    whole requirement set from those wheels alone for that target. (Not aarch64: Intel
+    MPI's wheels are x86_64 only; that bundle names impi-rt and exits 3.)"""
+    if not _pypi_reachable():
+        pytest.skip("PyPI unreachable: this test downloads the foreign platform's wheels")
+    platform = "manylinux_2_28_x86_64"
+    version = "3.12" if sys.version_info[:2] != (3, 12) else "3.13"
+    reqs = wheels.requirements(ROOT / "pyproject.toml")
+    names = wheels.download(reqs, tmp_path / "wheels", platform, version)
+    tag = f"cp{version.replace('.', '')}"
+    assert any(f"-{tag}-" in n for n in names), names
+    assert wheels.foreign_wheels(tmp_path / "wheels", platform, version) == []
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
+         "--no-index", "--find-links", str(tmp_path / "wheels"), "--only-binary=:all:",
+         "--platform", platform, "--python-version", version, "--implementation", "cp",
+         "--target", str(tmp_path / "target"), *reqs],
+        capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    installed = {i["metadata"]["name"].lower() for i in json.loads(proc.stdout)["install"]}
+    assert {"reframe-hpc", "scipy", "netcdf4", "impi-rt", "clingo"} <= installed, installed
