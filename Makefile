@@ -21,8 +21,10 @@ SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
 # BUNDLE=DIR: install offline from a folder `hpcval offline bundle` made (docs/spack.md,
 # section 1): its SHA256SUMS is checked first, pip reads only its wheels/ (and also installs
 # clingo, Spack's concretizer, from them), apt only its debs/.
+# (pip's own configuration and PIP_* variables are set aside, so that nothing else is read)
 ifdef BUNDLE
 PIP_FROM   := --no-index --find-links $(abspath $(BUNDLE))/wheels
+PIP_ENV    := env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null
 CHECK_BUNDLE = @cd $(BUNDLE) && sha256sum --quiet --strict -c SHA256SUMS && \
 	echo "$(BUNDLE): every file of SHA256SUMS checked"
 endif
@@ -34,9 +36,9 @@ setup: $(VENV)/.hpcval-installed
 $(VENV)/.hpcval-installed: pyproject.toml
 	$(CHECK_BUNDLE)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet $(PIP_FROM) --upgrade pip
-	$(BIN)/pip install --quiet $(PIP_FROM) -e '.[impi,wrf,dev]'
-	$(if $(BUNDLE),$(BIN)/pip install --quiet $(PIP_FROM) clingo==5.8.3)
+	$(PIP_ENV) $(BIN)/pip install --quiet $(PIP_FROM) --upgrade pip
+	$(PIP_ENV) $(BIN)/pip install --quiet $(PIP_FROM) -e '.[impi,wrf,dev]'
+	$(if $(BUNDLE),$(PIP_ENV) $(BIN)/pip install --quiet $(PIP_FROM) clingo==5.8.3)
 	$(BIN)/hpcval spack externals >/dev/null  # environments/*/intel-mpi-venv.yaml, local and lab stream-size.yaml
 	touch $@
 
@@ -49,7 +51,7 @@ ifdef BUNDLE
 	$(CHECK_BUNDLE)
 	@if dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
 	    echo "system-deps: all $(words $(SYSTEM_PACKAGES)) packages installed; nothing to install"; \
-	else L=$$(mktemp -d) && mkdir -p $$L/lists/partial $$L/archives/partial && \
+	else L=$$(mktemp -d) && chmod 755 $$L && mkdir -p $$L/lists/partial $$L/archives/partial && \
 	    echo "deb [trusted=yes] file:$(abspath $(BUNDLE))/debs ./" > $$L/sources.list && \
 	    A="-o Dir::Etc::SourceList=$$L/sources.list -o Dir::Etc::SourceParts=$$L/none \
 	       -o Dir::State::Lists=$$L/lists -o Dir::Cache::Archives=$$L/archives" && \

@@ -229,7 +229,8 @@ def test_a_bundle_for_another_platform_resolves_there(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
          "--no-index", "--find-links", str(tmp_path / "wheels"), "--only-binary=:all:",
-         "--platform", platform, "--python-version", version, "--implementation", "cp",
+         *[f"--platform={p}" for p in wheels.platforms(platform)],
+         "--python-version", version, "--implementation", "cp",
          "--target", str(tmp_path / "target"), *reqs],
         capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr

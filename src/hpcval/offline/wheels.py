@@ -123,8 +123,11 @@ def download(reqs: list[str], dest: Path, platform: str, python_version: str) ->
     built here from its source distribution when the target is this machine, else named
     (:class:`EnvironmentFault`)."""
     dest.mkdir(parents=True, exist_ok=True)
-    target = ["--only-binary=:all:", "--platform", platform, "--python-version",
-              python_version, "--implementation", "cp"]
+    # every platform tag the target takes, given one by one: pip does not expand a
+    # ``manylinux_2_28`` tag to the older ones for every Python (a cp312 manylinux2014
+    # wheel was not found for ``--platform manylinux_2_28_x86_64`` alone)
+    target = ["--only-binary=:all:", *[f"--platform={p}" for p in platforms(platform)],
+              "--python-version", python_version, "--implementation", "cp"]
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
            *target, "--dest", str(dest), *reqs]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
