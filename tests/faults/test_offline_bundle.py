@@ -236,3 +236,39 @@ def test_a_bundle_for_another_platform_resolves_there(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     installed = {i["metadata"]["name"].lower() for i in json.loads(proc.stdout)["install"]}
     assert {"reframe-hpc", "scipy", "netcdf4", "impi-rt", "clingo"} <= installed, installed
+
+
+IOR_PY = '''
+class Ior(AutotoolsPackage):
+    url = "https://github.com/hpc/ior/releases/download/4.0.0/ior-4.0.0.tar.gz"
+    version("4.0.0", sha256="''' + "c" * 64 + '''")
+    version("3.3.0", sha256="''' + "d" * 64 + '''")
+    patch("https://example.org/a.patch", sha256="''' + "a" * 64 + '''", when="@3.2.0 +hdf5")
+    patch("https://example.org/b.patch", sha256="''' + "b" * 64 + '''", when="+lustre @:3")
+    patch("https://example.org/e.patch", sha256="''' + "e" * 64 + '''", when="%gcc@9:")
+'''
+
+
+def test_an_unlocked_environment_takes_the_pinned_versions_and_their_patches(
+        tmp_path: Path) -> None:
+    """`local` is locked on the target: the bundle takes pins.yaml's versions of the
+    packages the environment names, and only the patches whose version range allows
+    them (a compiler condition is not known before the lock: kept)."""
+    from hpcval.offline.bundle import pinned_sources
+
+    envs = tmp_path / "environments"
+    (envs / "common").mkdir(parents=True)
+    (envs / "common" / "pins.yaml").write_text(
+        'packages:\n  ior:\n    require: "@4.0.0"\n  wrf:\n    require: "@4.3.3"\n')
+    (envs / "e").mkdir()
+    (envs / "e" / "spack.yaml").write_text("spack:\n  specs: [ior]\n")
+    builtin = tmp_path / "builtin"
+    for name, text in (("ior", IOR_PY), ("compiler_wrapper", 'class CompilerWrapper(Package):\n'
+                       '    url = "https://x/compiler-wrapper-1.1.0.tar.gz"\n'
+                       '    version("1.0", sha256="' + "1" * 64 + '")\n'
+                       '    version("1.1.0", sha256="' + "2" * 64 + '")\n')):
+        (builtin / "packages" / name).mkdir(parents=True)
+        (builtin / "packages" / name / "package.py").write_text(text)
+    found = {(s.label, s.sha256) for s in pinned_sources(envs / "e", builtin)}
+    assert found == {("ior@4.0.0", "c" * 64), ("ior@4.0.0 (patch)", "e" * 64),
+                     ("compiler-wrapper@1.1.0", "2" * 64)}, found

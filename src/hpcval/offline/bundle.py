@@ -145,12 +145,28 @@ def pinned_sources(env_dir: Path, builtin: Path) -> list[spackmirror.Source]:
         found.append(spackmirror.Source(name, version, kwargs.get("sha256") or None, url,
                                         package_py))
         found += [spackmirror.Source(name, version, digest, patch_url, package_py, "patch")
-                  for digest, patch_url in sorted(facts.patches.items())]
+                  for digest, patch_url in sorted(facts.patches.items())
+                  if any(_may_apply(when, version) for when in facts.patch_when[digest])]
     return found
 
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+def _may_apply(when: str, version: str) -> bool:
+    """Whether a patch's ``when=`` can hold for *version*: False only when its version
+    range (``@A``, ``@A:``, ``@:B``, ``@A:B``) excludes it; compilers and variants are
+    not known before the lock, so they never exclude."""
+    found = re.search(r"(?:^|\s)@([\w.]*)(:?)([\w.]*)", when)
+    if not found:
+        return True
+    low, colon, high = found.groups()
+    have = _version_key(version)
+    if not colon:
+        return have[:len(_version_key(low))] == _version_key(low)
+    below = not high or have[:len(_version_key(high))] <= _version_key(high)
+    return (not low or have >= _version_key(low)) and below
 
 
 def write_sums(out: Path) -> Path:

@@ -107,6 +107,8 @@ class PackageFacts:
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
     #: sha256 -> URL of every ``patch("<url>", sha256=...)``
     patches: dict[str, str] = field(default_factory=dict)
+    #: sha256 -> the ``when=`` of each ``patch(...)`` of it ("" for none)
+    patch_when: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _const(node: ast.AST) -> str | None:
@@ -145,6 +147,7 @@ def package_facts(package_py: str | Path) -> PackageFacts:
                 facts.versions[first] = kwargs
             elif func == "patch" and "://" in first and kwargs.get("sha256"):
                 facts.patches[kwargs["sha256"]] = first
+                facts.patch_when.setdefault(kwargs["sha256"], []).append(kwargs.get("when", ""))
     return facts
 
 
