@@ -211,6 +211,16 @@ def _pypi_reachable() -> bool:
         return False
 
 
+def _interpreter(version: str) -> str | None:
+    """A Python of *version* that runs here (on PATH, or one of pyenv's), if any."""
+    candidates = [shutil.which(f"python{version}"),
+                  *map(str, sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python3")))]
+    for python in filter(None, candidates):
+        if subprocess.run([python, "-c", ""], capture_output=True, check=False).returncode == 0:
+            return python
+    return None
+
+
 @pytest.mark.skipif(bool(os.environ.get("CI")), reason="downloads from PyPI: not run in CI")
 def test_a_bundle_for_another_platform_resolves_there(tmp_path: Path) -> None:
     """hpcval's whole stack for Python 3.12 on manylinux_2_28_x86_64, downloaded by
@@ -236,6 +246,25 @@ def test_a_bundle_for_another_platform_resolves_there(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     installed = {i["metadata"]["name"].lower() for i in json.loads(proc.stdout)["install"]}
     assert {"reframe-hpc", "scipy", "netcdf4", "impi-rt", "clingo"} <= installed, installed
+    # where an interpreter of the target's version is at hand, install for real, from the
+    # bundle's wheels alone (pip's own configuration set aside), and run hpcval there
+    python = _interpreter(version)
+    if python is None:
+        return
+    venv = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--no-index", "--find-links",
+         str(tmp_path / "wheels"), f"{ROOT}[impi,wrf,dev]", wheels.CLINGO],
+        capture_output=True, text=True, check=False, env={**env, "PIP_CONFIG_FILE": "/dev/null"})
+    assert done.returncode == 0, done.stderr
+    ran = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import sys, scipy, netCDF4, clingo, reframe, hpcval.cli; "
+                          "print(sys.version_info[:2])"], capture_output=True, text=True,
+                         check=False)
+    assert ran.returncode == 0 and ran.stdout.strip() == str(tuple(map(int, version.split(".")))), \
+        ran.stderr
 
 
 IOR_PY = '''
