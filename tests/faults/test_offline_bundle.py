@@ -301,3 +301,43 @@ def test_an_unlocked_environment_takes_the_pinned_versions_and_their_patches(
     found = {(s.label, s.sha256) for s in pinned_sources(envs / "e", builtin)}
     assert found == {("ior@4.0.0", "c" * 64), ("ior@4.0.0 (patch)", "e" * 64),
                      ("compiler-wrapper@1.1.0", "2" * 64)}, found
+
+
+def test_spack_mirror_writes_the_manifest_of_what_it_made(tmp_path: Path, monkeypatch,
+                                                          capsys) -> None:
+    """`hpcval spack mirror` adds every archive it made, verified against its package's
+    sha256, to the mirror's SHA256SUMS (the doctor's manifest); a second run keeps it."""
+    if builds.find_spack() is not None:
+        pytest.skip("Spack is installed here: this case is about a machine without it")
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "environments", root / "environments")
+    env = root / "environments" / "tiny"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack:\n  specs: [intel-mpi-benchmarks]\n")
+    (env / "spack.lock").write_text(json.dumps({
+        "_meta": {"lockfile-version": 6}, "roots": [{"hash": "i", "spec": "imb"}],
+        "concrete_specs": {"i": {"name": "intel-mpi-benchmarks", "version": "1.0",
+                                 "namespace": "builtin", "arch": {"target": "x86_64_v3"}}}}))
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    repo = _repository(sources)
+    repo.rename(sources / "mpi-benchmarks")
+    repo = sources / "mpi-benchmarks"
+    subprocess.run(["git", "-C", str(repo), "tag", "IMB-v1.0"], check=True)
+    whole = tmp_path / "whole.tar.gz"
+    mirror.git_archive(repo, "IMB-v1.0", "mpi-benchmarks-IMB-v1.0/", whole)
+    digest = mirror.sha256_of(whole)
+    builtin = tmp_path / "builtin"
+    (builtin / "packages" / "intel_mpi_benchmarks").mkdir(parents=True)
+    (builtin / "packages" / "intel_mpi_benchmarks" / "package.py").write_text(
+        'class IntelMpiBenchmarks(MakefilePackage):\n'
+        '    url = "https://github.com/intel/mpi-benchmarks/archive/IMB-v2021.7.tar.gz"\n'
+        f'    version("1.0", sha256="{digest}")\n')
+    args = ("spack", "mirror", "--env", "tiny", "--mirror", str(tmp_path / "m"), "--sources",
+            str(sources), "--builtin", str(builtin))
+    for _ in range(2):
+        res = run_inprocess(root, *args, monkeypatch=monkeypatch, capsys=capsys)
+        assert res.returncode == 0, res.output
+        assert "manifest: " in res.stdout and "(1 archives with their sha256)" in res.stdout
+        assert mirror.read_manifest(tmp_path / "m") == {
+            f"_source-cache/archive/{digest[:2]}/{digest}.tar.gz": digest}
