@@ -29,6 +29,7 @@ import tarfile
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,7 +185,7 @@ def make_bundle(env_dir: Path, platform: str, python_version: str, out: Path, *,
     """Make the bundle (module docstring) in *out*; returns what was made and missing."""
     root = project_root()
     wheels.platforms(platform)  # a bad tag or version is exit 2 before anything is made
-    wheels._version(python_version)
+    wheels.version_tuple(python_version)
     check_out_dir(out)
     here = debs.host_release()
     if with_debs and release and release != here:
@@ -199,10 +200,10 @@ def make_bundle(env_dir: Path, platform: str, python_version: str, out: Path, *,
              "spack": spack_commit, "spack_packages": packages_commit,
              "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
-    def part(name: str, job: object) -> None:
+    def part(name: str, job: Callable[[], None]) -> None:
         start = time.monotonic()
         try:
-            job()  # type: ignore[operator]
+            job()
         except HpcvalError as err:
             result.missing.append(f"{name}: {err}")
         result.seconds[name] = round(time.monotonic() - start, 1)

@@ -84,23 +84,18 @@ def download(wanted: list[tuple[str, str, str]], dest: Path, arch: str) -> list[
     """``apt-get download`` every (package, version) not already in *dest*; returns the
     file names. A version apt cannot fetch is named (:class:`EnvironmentFault`)."""
     dest.mkdir(parents=True, exist_ok=True)
-    todo = [f"{n}:{arch}={v}" for n, v, f in wanted if not (dest / _file_name(f)).is_file()]
+    todo = [f"{n}:{arch}={v}" for n, v, f in wanted if not (dest / f).is_file()]
     if todo:
         proc = subprocess.run(["apt-get", "-qq", "download", *todo], cwd=dest,
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise EnvironmentFault(f"apt-get download of {len(todo)} packages failed: {last}")
-    missing = [f for _, _, f in wanted if not (dest / _file_name(f)).is_file()]
+    missing = [f for _, _, f in wanted if not (dest / f).is_file()]
     if missing:
         raise EnvironmentFault(f"apt-get download left out {len(missing)} packages (e.g. "
                                f"{missing[0]})")
-    return sorted(_file_name(f) for _, _, f in wanted)
-
-
-def _file_name(uri_name: str) -> str:
-    """apt-get download writes an epoch's colon as ``%3a``, as --print-uris names it."""
-    return uri_name
+    return sorted(f for _, _, f in wanted)  # an epoch's colon is %3a in both
 
 
 def write_index(folder: Path) -> Path:

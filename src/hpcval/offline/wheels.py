@@ -75,7 +75,7 @@ def target_tags(platform: str, python_version: str) -> set[str]:
     *platform* installs (:mod:`packaging.tags`)."""
     from packaging import tags
 
-    version = _version(python_version)
+    version = version_tuple(python_version)
     plats = platforms(platform)
     found = {str(t) for t in tags.cpython_tags(version, platforms=plats)}
     found |= {str(t) for t in tags.compatible_tags(version, f"cp{version[0]}{version[1]}",
@@ -83,7 +83,7 @@ def target_tags(platform: str, python_version: str) -> set[str]:
     return found
 
 
-def _version(python_version: str) -> tuple[int, int]:
+def version_tuple(python_version: str) -> tuple[int, int]:
     if not re.fullmatch(r"3\.\d{1,2}", python_version):
         raise InputError(f"--python-version {python_version}: give MAJOR.MINOR, e.g. 3.11")
     major, minor = python_version.split(".")
