@@ -27,6 +27,12 @@ PIP_FROM   := --no-index --find-links $(abspath $(BUNDLE))/wheels
 PIP_ENV    := env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null
 CHECK_BUNDLE = @cd $(BUNDLE) && sha256sum --quiet --strict -c SHA256SUMS && \
 	echo "$(BUNDLE): every file of SHA256SUMS checked"
+# the wheels are for one Python (BUNDLE.json's python_version): another one is named, exit 2
+CHECK_PYTHON = @have=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') && \
+	want=$$(sed -n 's/.*"python_version": "\([0-9.]*\)".*/\1/p' $(BUNDLE)/BUNDLE.json) && \
+	if [ "$$have" != "$$want" ]; then echo "setup: BUNDLE=$(BUNDLE) holds wheels for Python \
+	$$want, $(PYTHON) is Python $$have: give PYTHON=python$$want, or a bundle made with \
+	--python-version $$have" >&2; exit 2; fi
 endif
 
 .PHONY: setup system-deps lock validate test lint clean
@@ -35,6 +41,7 @@ setup: $(VENV)/.hpcval-installed
 
 $(VENV)/.hpcval-installed: pyproject.toml
 	$(CHECK_BUNDLE)
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_ENV) $(BIN)/pip install --quiet $(PIP_FROM) --upgrade pip
 	$(PIP_ENV) $(BIN)/pip install --quiet $(PIP_FROM) -e '.[impi,wrf,dev]'

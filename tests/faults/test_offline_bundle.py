@@ -185,6 +185,24 @@ def test_make_setup_refuses_a_bundle_damaged_in_transit(tmp_path: Path) -> None:
     assert not venv.exists()
 
 
+def test_make_setup_refuses_a_bundle_for_another_python(tmp_path: Path) -> None:
+    """A bundle's wheels are for the Python it was made for: `make setup` with another
+    says which to give, exit 2, before it makes the venv."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / BUNDLE_FILE).write_text(json.dumps({"python_version": "3.99"}) + "\n")
+    write_sums(bundle)
+    venv = tmp_path / "venv"
+    proc = subprocess.run(["make", "-C", str(ROOT), "setup", f"BUNDLE={bundle}",
+                           f"VENV={venv}", f"PYTHON={sys.executable}"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"holds wheels for Python 3.99, {sys.executable} is Python {here}: give " \
+           f"PYTHON=python3.99, or a bundle made with --python-version {here}" in proc.stderr
+    assert not venv.exists()
+
+
 def test_wheels_of_another_platform_are_named(tmp_path: Path) -> None:
     """Wheel tags against the target's (packaging.tags): an x86_64 wheel or one for
     another Python is no wheel for a Python 3.12 aarch64 target; pure and abi3 wheels
