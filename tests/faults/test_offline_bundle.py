@@ -359,3 +359,45 @@ def test_spack_mirror_writes_the_manifest_of_what_it_made(tmp_path: Path, monkey
         assert "manifest: " in res.stdout and "(1 archives with their sha256)" in res.stdout
         assert mirror.read_manifest(tmp_path / "m") == {
             f"_source-cache/archive/{digest[:2]}/{digest}.tar.gz": digest}
+
+
+def test_published_archives_enter_the_bundle_only_with_their_sha256(tmp_path: Path) -> None:
+    """OSU's and HPCG's archives are fetched where the machine can (here: a server on the
+    loopback): one with its package's sha256 goes into the mirror and its manifest, one
+    that is not (a page instead of the archive) is named with both sums and left out, one
+    that cannot be fetched is named with the URL and where it belongs."""
+    import functools
+    import http.server
+    import threading
+
+    from hpcval.offline.bundle import BundleResult, published_archives
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "osu.tar.gz").write_bytes(b"\x1f\x8b" + b"osu" * 500)
+    (served / "hpcg.tar.gz").write_bytes(b"<html>moved</html>")
+    good = mirror.sha256_of(served / "osu.tar.gz")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        sources = [mirror.Source("osu-micro-benchmarks", "7.5.2", good, f"{base}/osu.tar.gz",
+                                 tmp_path / "p.py"),
+                   mirror.Source("hpcg", "3.1", "3" * 64, f"{base}/hpcg.tar.gz", tmp_path / "p.py"),
+                   mirror.Source("hpcg", "3.1", "7" * 64, f"{base}/gone.patch", tmp_path / "p.py",
+                                 "patch")]
+        result = BundleResult()
+        sums = published_archives(sources, tmp_path / "m", result)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sums == {sources[0].mirror_path(): good}
+    assert mirror.sha256_of(tmp_path / "m" / sources[0].mirror_path()) == good
+    assert not (tmp_path / "m" / sources[1].mirror_path()).exists()
+    wrong, gone = result.optional_missing
+    assert wrong.startswith("hpcg@3.1: ") and "3" * 64 in wrong \
+        and mirror.sha256_of(served / "hpcg.tar.gz") in wrong, wrong
+    assert gone.startswith("hpcg@3.1 (patch): not fetched from") and "404" in gone \
+        and sources[2].mirror_path() in gone, gone
+    assert not [p for p in (tmp_path / "m").rglob(".part-*")]
