@@ -58,6 +58,9 @@ ifdef BUNDLE
 	$(CHECK_BUNDLE)
 	@if dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
 	    echo "system-deps: all $(words $(SYSTEM_PACKAGES)) packages installed; nothing to install"; \
+	elif [ ! -f $(BUNDLE)/debs/Packages ]; then \
+	    echo "system-deps: BUNDLE=$(BUNDLE) has no debs/Packages (made with --no-debs?): make a \
+	bundle with its Debian packages on a machine of this release" >&2; exit 2; \
 	else L=$$(mktemp -d) && chmod 755 $$L && mkdir -p $$L/lists/partial $$L/archives/partial && \
 	    echo "deb [trusted=yes] file:$(abspath $(BUNDLE))/debs ./" > $$L/sources.list && \
 	    A="-o Dir::Etc::SourceList=$$L/sources.list -o Dir::Etc::SourceParts=$$L/none \

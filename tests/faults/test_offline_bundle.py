@@ -203,6 +203,18 @@ def test_make_setup_refuses_a_bundle_for_another_python(tmp_path: Path) -> None:
     assert not venv.exists()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="make system-deps needs root")
+def test_make_system_deps_on_a_bundle_without_debian_packages(tmp_path: Path) -> None:
+    """A bundle made with --no-debs, on a machine lacking a package: named, exit 2,
+    nothing asked of apt."""
+    bundle = _tiny_bundle(tmp_path / "bundle")
+    proc = subprocess.run(["make", "-C", str(ROOT), "system-deps", f"BUNDLE={bundle}",
+                           "SYSTEM_PACKAGES=hpcval-no-such-package"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "has no debs/Packages (made with --no-debs?)" in proc.stderr
+
+
 def test_wheels_of_another_platform_are_named(tmp_path: Path) -> None:
     """Wheel tags against the target's (packaging.tags): an x86_64 wheel or one for
     another Python is no wheel for a Python 3.12 aarch64 target; pure and abi3 wheels
