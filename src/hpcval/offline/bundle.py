@@ -245,7 +245,9 @@ def make_bundle(env_dir: Path, platform: str, python_version: str, out: Path, *,
                 members = [m for m in tar.getmembers()
                            if "/repos/spack_repo/builtin/packages/" in m.name
                            and m.name.endswith("/package.py")]
-                tar.extractall(tmp, members=members, filter="data")
+                # package.py files of a tarball made here; "data" refuses links out of tmp
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                tar.extractall(tmp, members=members, **safe)  # noqa: S202
             builtin = Path(tmp) / "spack-packages" / "repos" / "spack_repo" / "builtin"
             srcs = (spackmirror.environment_sources(env_dir, builtin, root)
                     if (env_dir / "spack.lock").is_file() else pinned_sources(env_dir, builtin))
