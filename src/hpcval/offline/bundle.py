@@ -247,7 +247,7 @@ def make_bundle(env_dir: Path, platform: str, python_version: str, out: Path, *,
                            and m.name.endswith("/package.py")]
                 # package.py files of a tarball made here; "data" refuses links out of tmp
                 safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                tar.extractall(tmp, members=members, **safe)  # noqa: S202
+                tar.extractall(tmp, members=members, **safe)
             builtin = Path(tmp) / "spack-packages" / "repos" / "spack_repo" / "builtin"
             srcs = (spackmirror.environment_sources(env_dir, builtin, root)
                     if (env_dir / "spack.lock").is_file() else pinned_sources(env_dir, builtin))
