@@ -413,3 +413,47 @@ def test_published_archives_enter_the_bundle_only_with_their_sha256(tmp_path: Pa
     assert gone.startswith("hpcg@3.1 (patch): not fetched from") and "404" in gone \
         and sources[2].mirror_path() in gone, gone
     assert not [p for p in (tmp_path / "m").rglob(".part-*")]
+
+
+def test_a_second_mirror_run_without_the_clone_keeps_the_listed_stream(tmp_path: Path,
+                                                                       monkeypatch,
+                                                                       capsys) -> None:
+    """Run again into the same bundle or mirror without `--sources`: STREAM (no checksum in
+    Spack's package) was named `no clone`, exit 3, though its archive was there with the
+    manifest's sha256; now it is kept by that sum. A changed copy is still named."""
+    if builds.find_spack() is not None:
+        pytest.skip("Spack is installed here: this case is about a machine without it")
+    root = make_checkout(tmp_path)
+    shutil.copytree(ROOT / "environments", root / "environments")
+    env = root / "environments" / "tiny"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack:\n  specs: [stream]\n")
+    (env / "spack.lock").write_text(json.dumps(STREAM_LOCK))
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    _repository(sources)
+    builtin = tmp_path / "builtin"
+    (builtin / "packages" / "stream").mkdir(parents=True)
+    (builtin / "packages" / "stream" / "package.py").write_text(
+        'class Stream(MakefilePackage):\n'
+        '    git = "https://github.com/jeffhammond/STREAM.git"\n'
+        '    version("5.10")\n')
+    monkeypatch.setattr(mirror, "RECIPES",
+                        {"stream": mirror.Recipe("x/STREAM", "HEAD", "stream-5.10/")})
+    mirror_dir = tmp_path / "m"
+    args = ("spack", "mirror", "--env", "tiny", "--mirror", str(mirror_dir), "--builtin",
+            str(builtin), "--sources")
+    res = run_inprocess(root, *args, str(sources), monkeypatch=monkeypatch, capsys=capsys)
+    assert res.returncode == 0, res.output
+    listed = mirror.read_manifest(mirror_dir)
+    assert list(listed) == ["stream/stream-5.10.tar.gz"], listed
+    res = run_inprocess(root, *args, str(tmp_path / "none"), monkeypatch=monkeypatch,
+                        capsys=capsys)
+    assert res.returncode == 0, res.output
+    assert "no clone here" in res.stdout and mirror.read_manifest(mirror_dir) == listed
+    archive = mirror_dir / "stream" / "stream-5.10.tar.gz"
+    archive.write_bytes(archive.read_bytes()[:40])  # cut short: no longer the listed one
+    res = run_inprocess(root, *args, str(tmp_path / "none"), monkeypatch=monkeypatch,
+                        capsys=capsys)
+    assert_clean_failure(res, 3, "could not be made")
+    assert "stream@5.10: no clone at" in res.stdout, res.output

@@ -327,6 +327,14 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
                       if (c / ".git").exists() or (c / "HEAD").is_file()),
                      clones / recipe.clone_name)
         if not (clone / ".git").exists() and not (clone / "HEAD").is_file():
+            # no checksum in package.py (STREAM): the copy made before is kept when it is
+            # the one the mirror's manifest lists
+            listed = None if src.sha256 else read_manifest(mirror).get(src.mirror_path())
+            if listed and target.is_file() and sha256_of(target) == listed:
+                result.present.append(f"{src.label}: {target} (no clone here; sha256 as "
+                                      f"{MANIFEST} lists it)")
+                result.sums[src.mirror_path()] = listed
+                continue
             result.missing_clones.append(
                 f"{src.label}: no clone at {clone}: `git clone {recipe.url()} {clone}` "
                 "(on a machine with network; copy it here)")
