@@ -25,8 +25,10 @@ seconds, or why it did not run), ``logs/``, ``site/``, ``store/<site>/`` (each
 site's results store: run reports, verdicts, history, HTML report), ``gpu/`` and
 ``summary.md`` (:mod:`summary`).
 
-Only the Python standard library is used here: ``run`` starts before anything
-is installed.
+``run`` uses only the Python standard library: it starts before anything is
+installed. ``prepare`` runs in the project venv (``.venv/bin/python``) and downloads
+the wheels with :mod:`hpcval.offline.wheels`, the wheelhouse of ``hpcval offline
+bundle`` (docs/spack.md, section 1).
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ CARRY_LIMIT = 64 << 20
 #: The GPU machines' Python (their image's python3 is Python 3.12.3, in a venv
 #: with numpy, scipy and matplotlib), unless --python-version says otherwise.
 TARGET_PYTHON = "3.12"
+#: The target's platform tags, newest first (``prepare`` downloads the wheels with
+#: hpcval.offline.wheels, which takes every older tag of the first as pip does).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64",
              "manylinux1_x86_64")
@@ -214,8 +218,23 @@ def prepare(args: argparse.Namespace) -> int:
     # hpcval's own wheel, built from this checkout
     _pip(python, "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(REPO))
     requirements = _requirements(REPO / "pyproject.toml")
+    # the wheelhouse of `hpcval offline bundle` (docs/spack.md, section 1): the same
+    # download for the target's platform tags and Python, its tags checked
+    from hpcval.core.errors import HpcvalError
+    from hpcval.offline import wheels as offline_wheels
+
     with tempfile.TemporaryDirectory() as tmp:
-        _pip(python, "download", "--quiet", *target, "-d", tmp, "pip", *requirements)
+        try:
+            offline_wheels.download(["pip", *requirements], Path(tmp), PLATFORMS[0],
+                                    args.python_version)
+            foreign = offline_wheels.foreign_wheels(Path(tmp), PLATFORMS[0],
+                                                    args.python_version)
+        except HpcvalError as err:
+            print(f"prepare: {err}; exit 3", file=sys.stderr)
+            return 3
+        if foreign:
+            print(f"prepare: {foreign[0]}; exit 3", file=sys.stderr)
+            return 3
         left_out: dict[str, str] = {}
         for whl in sorted(Path(tmp).glob("*.whl")):
             name = _dist_name(whl)

@@ -32,6 +32,7 @@ FLOORS = {
     "hpcval.parsers": 1,          # benchmark output: core only
     "hpcval.spack": 1,
     "hpcval.lab": 1,
+    "hpcval.offline": 2,          # the offline bundle (wheels, debs, the source mirror)
     "hpcval.site": 2,             # a site's files, references, check discovery
     "hpcval.history": 3,          # stored runs, the store, contracts, comparisons
     "hpcval.rfm": 3,              # what checks import

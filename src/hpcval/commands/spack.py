@@ -218,6 +218,9 @@ def _mirror(args: argparse.Namespace) -> int:
                              "(docs/spack.md, section 3)")
     sources = spack.environment_sources(env_dir, builtin)
     result = spack.make_mirror(sources, Path(mirror), clones)
+    if result.sums:
+        print(f"manifest: {spack.write_manifest(Path(mirror), result.sums)} "
+              f"({len(result.sums)} archives with their sha256)")
     for line in result.present:
         print(f"in the mirror: {line}")
     for line in result.made:

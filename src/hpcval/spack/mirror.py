@@ -43,6 +43,14 @@ SOURCES_ENV = "HPCVAL_SPACK_SOURCES"
 HPCVAL_REPO = Path("spack-repo") / "spack_repo" / "hpcval"
 
 
+#: The commit of jeffhammond/STREAM its archive is made from (the default branch's head
+#: on 2025-02-17, "docs: update README"; Spack's ``stream@5.10`` clones whatever the head is).
+STREAM_COMMIT = "6703f7504a38a8da96b353cadafa64d3c2d7a2d3"
+#: The mirror's manifest: ``sha256sum`` lines (``<sha256>  <path in the mirror>``) for every
+#: archive ``hpcval spack mirror`` put there, the checksum-less ones (STREAM) included.
+MANIFEST = "SHA256SUMS"
+
+
 @dataclass(frozen=True)
 class Recipe:
     """How a package's published archive is reproduced from its git repository."""
@@ -70,8 +78,10 @@ RECIPES: dict[str, Recipe] = {
     "intel-mpi-benchmarks": Recipe("intel/mpi-benchmarks", "IMB-v{version}",
                                    "mpi-benchmarks-IMB-v{version}/"),
     "ior": Recipe("hpc/ior", "{version}", "ior-{version}/"),
-    # Spack's only STREAM version clones the default branch: no tag, no checksum
-    "stream": Recipe("jeffhammond/STREAM", "", "stream-{version}/"),
+    # Spack's only STREAM version clones the default branch (no tag, no checksum): the
+    # archive is made from this commit, so that its bytes, and the manifest's sha256 of
+    # them, are the same wherever it is made
+    "stream": Recipe("jeffhammond/STREAM", STREAM_COMMIT, "stream-{version}/"),
 }
 
 #: Why a pinned package cannot be made from a repository (its published archive is
@@ -97,6 +107,8 @@ class PackageFacts:
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
     #: sha256 -> URL of every ``patch("<url>", sha256=...)``
     patches: dict[str, str] = field(default_factory=dict)
+    #: sha256 -> the ``when=`` of each ``patch(...)`` of it ("" for none)
+    patch_when: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _const(node: ast.AST) -> str | None:
@@ -135,6 +147,7 @@ def package_facts(package_py: str | Path) -> PackageFacts:
                 facts.versions[first] = kwargs
             elif func == "patch" and "://" in first and kwargs.get("sha256"):
                 facts.patches[kwargs["sha256"]] = first
+                facts.patch_when.setdefault(kwargs["sha256"], []).append(kwargs.get("when", ""))
     return facts
 
 
@@ -275,6 +288,8 @@ class MirrorResult:
     wrong: list[str] = field(default_factory=list)
     missing_clones: list[str] = field(default_factory=list)
     need_network: list[str] = field(default_factory=list)
+    #: path in the mirror -> sha256 of every archive made or verified (the manifest's lines)
+    sums: dict[str, str] = field(default_factory=dict)
 
 
 def make_mirror(sources: list[Source], mirror: Path, clones: Path,
@@ -291,6 +306,7 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
             else None
         if target.is_file() and src.sha256 and problem is None:
             result.present.append(f"{src.label}: {target} (sha256 verified)")
+            result.sums[src.mirror_path()] = src.sha256
             continue
         if recipe is None and problem is not None:
             # a truncated or foreign file where the archive goes: Spack would refuse it
@@ -311,6 +327,14 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
                       if (c / ".git").exists() or (c / "HEAD").is_file()),
                      clones / recipe.clone_name)
         if not (clone / ".git").exists() and not (clone / "HEAD").is_file():
+            # no checksum in package.py (STREAM): the copy made before is kept when it is
+            # the one the mirror's manifest lists
+            listed = None if src.sha256 else read_manifest(mirror).get(src.mirror_path())
+            if listed and target.is_file() and sha256_of(target) == listed:
+                result.present.append(f"{src.label}: {target} (no clone here; sha256 as "
+                                      f"{MANIFEST} lists it)")
+                result.sums[src.mirror_path()] = listed
+                continue
             result.missing_clones.append(
                 f"{src.label}: no clone at {clone}: `git clone {recipe.url()} {clone}` "
                 "(on a machine with network; copy it here)")
@@ -337,11 +361,71 @@ def make_mirror(sources: list[Source], mirror: Path, clones: Path,
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(part, 0o644 & ~umask)  # a shared mirror: others' Spack reads it
+            result.sums[src.mirror_path()] = sha256_of(part)
             os.replace(part, target)
             result.made.append(f"{src.label}: {target} ({note})")
         finally:
             part.unlink(missing_ok=True)
     return result
+
+
+def read_manifest(mirror: str | Path) -> dict[str, str]:
+    """The mirror's :data:`MANIFEST` as {path in the mirror: sha256}; {} when there is none.
+    A line that is not ``<64 hex digits>  <path>`` is named (exit 2)."""
+    path = Path(mirror) / MANIFEST
+    if not path.is_file():
+        return {}
+    sums: dict[str, str] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read the manifest ({err}): remake it with "
+                         "`hpcval spack mirror`") from None
+    for number, line in enumerate(lines, 1):
+        found = re.fullmatch(r"([0-9a-f]{64}) [ *](\S.*)", line.strip())
+        if not found or found.group(2).startswith("/") or ".." in found.group(2).split("/"):
+            raise InputError(f"{path}: line {number}: not `<sha256>  <path in the mirror>`: "
+                             "remake it with `hpcval spack mirror`")
+        sums[found.group(2)] = found.group(1)
+    return sums
+
+
+def write_manifest(mirror: str | Path, sums: dict[str, str]) -> Path:
+    """Add *sums* to the mirror's :data:`MANIFEST` (keeping the lines of other archives),
+    sorted by path, written whole (a temporary file renamed)."""
+    path = Path(mirror) / MANIFEST
+    merged = {**read_manifest(mirror), **sums}
+    part = path.with_name(f".{MANIFEST}.part")
+    part.write_text("".join(f"{sha}  {rel}\n" for rel, sha in sorted(merged.items())))
+    os.replace(part, path)
+    return path
+
+
+def manifest_problems(mirror: str | Path) -> list[str]:
+    """One line per archive of the mirror's manifest that is missing or whose sha256 is
+    not the manifest's (named with both sums): every archive, the ones Spack's packages
+    declare no checksum for (STREAM) included."""
+    problems = []
+    for rel, expected in read_manifest(mirror).items():
+        where = Path(mirror) / rel
+        if not where.is_file():
+            problems.append(f"{where}: missing (listed in {Path(mirror) / MANIFEST}): remake it "
+                            "with `hpcval spack mirror`")
+            continue
+        problem = archive_problem(where, expected)
+        if problem:
+            problems.append(problem.replace("expected", f"expected by {MANIFEST}", 1))
+    return problems
+
+
+def manifest_sha256(path: str | Path) -> str | None:
+    """The sha256 the manifest of the mirror holding *path* lists for it, if any (the
+    mirror root is one of its first three parents)."""
+    path = Path(path)
+    for root in list(path.parents)[:4]:
+        if (root / MANIFEST).is_file():
+            return read_manifest(root).get(path.relative_to(root).as_posix())
+    return None
 
 
 def site_scope() -> Path | None:

@@ -311,12 +311,14 @@ def corrupt_sources(report: dict[str, Any]) -> list[str]:
     """One line per archive in a mirror or the source cache whose sha256 is not the
     one Spack's package declares (truncated, empty, or another file): named with the
     expected and the actual sha256. Spack would stop on it mid-install."""
-    from hpcval.spack.mirror import archive_problem
+    from hpcval.spack.mirror import archive_problem, manifest_sha256
 
     problems = []
     for src in report.get("sources", []):
-        expected = _checksum(src)
         for path in src.get("found") or []:
+            # a source without a checksum (STREAM, a git clone): the mirror's manifest's
+            expected = _checksum(src) or (manifest_sha256(path) if os.path.isfile(path)
+                                          else None)
             if expected and not str(path).startswith("file://") and os.path.isfile(path):
                 problem = archive_problem(path, expected)
                 if problem:
@@ -370,6 +372,15 @@ def installable_roots(report: dict[str, Any]) -> tuple[list[dict[str, Any]], dic
         else:
             ready.append(root)
     return ready, blocked
+
+
+def _mirror_manifest_problems() -> list[str]:
+    """Every archive of the site's local mirror checked against the mirror's manifest
+    (``hpcval spack mirror`` writes it), not only those a Spack package checksums."""
+    from hpcval.spack.mirror import default_mirror, manifest_problems
+
+    mirror = default_mirror()
+    return manifest_problems(mirror) if mirror is not None and mirror.is_dir() else []
 
 
 @dataclass
@@ -438,13 +449,15 @@ def doctor(env_dir: str | Path) -> Diagnosis:
     else:
         problems.append(missing_lock(env_dir))
     problems += stream_size_problems(env_dir, lock)
+    problems += _mirror_manifest_problems()
     if find_spack() is None:
         problems.append(f"{NOT_FOUND}: cannot list the sources an install needs")
         return found
     if lock is None:
         return found
     report = mirror_sources(env_dir)
-    problems += corrupt_sources(report)
+    problems += [p for p in corrupt_sources(report)
+                 if not any(p.split(": ", 2)[1] in q for q in problems)]
     found.missing = source_problems(report)
     ready, found.blocked = installable_roots(report)
     found.ready = [r["spec"] for r in ready]
