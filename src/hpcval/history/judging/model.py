@@ -455,10 +455,6 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
         var_ar = (b_marg + v_cur + b_marg * level_factor(rho_b, k) + v_bar / k - 2 * cov)
         # at least the independent runs' prediction with the corrected variance
         var_pred = max(b_marg + v_cur + (b_marg + v_bar) / k, var_ar)
-        # the spread of n dependent runs is as uncertain as that of
-        # n (1 - rho^2) / (1 + rho^2) independent ones (the variance of a sample
-        # variance of an AR(1)): fewer degrees of freedom for the t reference
-        df = df * (1 - rho * rho) / (1 + rho * rho)
     se = math.sqrt(var_pred)
     cur_level = level_of(cur)
     diff = cur_level - base
