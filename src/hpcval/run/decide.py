@@ -75,7 +75,7 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
         fs = settings.for_figure(name)
         every = _medians(hist, current, run_id, level_runs, pending, verdict,
                          figures[name].baseline_runs, fs.alpha, rejected, fs.k, True)
-        grown = (_grown(every, fs)
+        grown = (_grown(every, fs, _rho(figures[name], verdict))
                  if outcome != "no-baseline" and not str(verdict.note).startswith(
                      "fast mode gone") else None)
         if grown is not None and not _beyond(detail, grown["ratio"]):
@@ -267,7 +267,8 @@ def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any
     return found, series
 
 
-def _grown(ser: tuple[list[float], list[str]], fs: Any) -> dict[str, Any] | None:
+def _grown(ser: tuple[list[float], list[str]], fs: Any, rho: float = 0.0
+           ) -> dict[str, Any] | None:
     """The run-to-run spread of the newest runs grown against the runs before
     them (``judging.changes.spread_growth``; ``ser``: every measured run since
     the last accepted level, called ones included, this run last: the runs
@@ -281,7 +282,7 @@ def _grown(ser: tuple[list[float], list[str]], fs: Any) -> dict[str, Any] | None
     if len(values) <= newest or any(v <= 0 for v in values):
         return None
     logs = [math.log(v) for v in values]
-    found = spread_growth(logs, logs[:-newest][-max(fs.spread_runs, fs.k):], fs.alpha)
+    found = spread_growth(logs, logs[:-newest][-max(fs.spread_runs, fs.k):], fs.alpha, rho)
     if found is not None:
         found["since"] = ids[len(ids) - found["runs"]]
     return found
