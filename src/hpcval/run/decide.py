@@ -75,7 +75,7 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
         fs = settings.for_figure(name)
         every = _medians(hist, current, run_id, level_runs, pending, verdict,
                          figures[name].baseline_runs, fs.alpha, rejected, fs.k, True)
-        grown = (_grown(every, fs)
+        grown = (_grown(every, fs, _rho(figures[name], verdict))
                  if outcome != "no-baseline" and not str(verdict.note).startswith(
                      "fast mode gone") else None)
         if grown is not None and not _beyond(detail, grown["ratio"]):
@@ -102,6 +102,19 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
                                   f"over the last {cp['runs_after']} runs (CUSUM "
                                   f"{cp['cusum']:.1f} > {cp['limit']:g}; Welch p = "
                                   f"{cp['p']:.2g})")
+        if outcome == "regressed" and (figures[name].gap or 0) >= 1:
+            # behind runs called or held: where runs depend on each other the
+            # level may have wandered with them; within the AR(1) forecast from
+            # the newest of them the run is held for a person, not called
+            follows = _follows(figures[name], verdict, every, fs.alpha)
+            if follows is not None:
+                outcome = "inconclusive"
+                detail.pop("sustained", None)
+                detail["follows"] = follows
+                detail["note"] = (f"follows the called run {follows['after']}: within the "
+                                  f"level's wander from it (lag-1 correlation "
+                                  f"{follows['rho']:.2f}, p={follows['p']:.2g}); held until "
+                                  "a run comes back or a person decides")
         out.verdicts.append((case_key, variable, outcome, detail))
     failing = FAILING if settings.unstable_fails else {"regressed"}
     out.regressed = any(o in failing for _, _, o, _ in out.verdicts)
@@ -254,7 +267,8 @@ def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any
     return found, series
 
 
-def _grown(ser: tuple[list[float], list[str]], fs: Any) -> dict[str, Any] | None:
+def _grown(ser: tuple[list[float], list[str]], fs: Any, rho: float = 0.0
+           ) -> dict[str, Any] | None:
     """The run-to-run spread of the newest runs grown against the runs before
     them (``judging.changes.spread_growth``; ``ser``: every measured run since
     the last accepted level, called ones included, this run last: the runs
@@ -268,7 +282,7 @@ def _grown(ser: tuple[list[float], list[str]], fs: Any) -> dict[str, Any] | None
     if len(values) <= newest or any(v <= 0 for v in values):
         return None
     logs = [math.log(v) for v in values]
-    found = spread_growth(logs, logs[:-newest][-max(fs.spread_runs, fs.k):], fs.alpha)
+    found = spread_growth(logs, logs[:-newest][-max(fs.spread_runs, fs.k):], fs.alpha, rho)
     if found is not None:
         found["since"] = ids[len(ids) - found["runs"]]
     return found
@@ -311,6 +325,54 @@ def _rho(data: Any, verdict: Any) -> float:
     if len(pairs) != len(values):
         return 0.0  # runs without a value of the statistic: no regular series
     return lag1([y for _, y in pairs], starts)
+
+
+def _follows(data: Any, verdict: Any, every: tuple[list[float], list[str]], alpha: float
+             ) -> dict[str, Any] | None:
+    """Whether a run behind called (or held) runs lies within the AR(1)
+    forecast from the newest of them: ``mu + rho (y_prev - mu)`` with variance
+    ``s^2 (1 - rho^2)`` plus that of ``mu`` (log scale; ``mu``, ``s``: mean
+    and sd of the accepted window's run values, ``s^2`` corrected for the
+    AR bias, ``rho``: :func:`_rho`; t reference with the window's effective
+    number of runs less one). Returns ``{"rho", "forecast", "p", "after"}``
+    when the run is not worse than that forecast at ``alpha`` (one-sided),
+    else None (also when ``rho`` is 0: runs independent)."""
+    from scipy import stats
+
+    from hpcval.history.judging.modes import run_values
+
+    values, ids = every
+    if len(values) < 2 or any(v <= 0 for v in values[-2:]):
+        return None
+    rho = _rho(data, verdict)
+    if rho <= 0:
+        return None
+    statistic = getattr(verdict, "statistic", "median")
+    share = getattr(verdict, "slow_share", None)
+    split_at = share.get("split") if isinstance(share, dict) else None
+    runs = list(data.baseline_runs)
+    base = [math.log(v) for v in run_values(runs, getattr(verdict, "better", "higher"),
+                                            statistic, split_at, runs)
+            if isinstance(v, int | float) and v > 0]
+    n = len(base)
+    if n < 10:
+        return None
+    mu = sum(base) / n
+    s2 = sum((y - mu) ** 2 for y in base) / (n - 1)
+    s2 /= max(1.0 - (1 + rho) / (n * (1 - rho)), 1 / 3)
+    n_eff = max(n * (1 - rho) / (1 + rho), 2.0)
+    prev, cur = math.log(values[-2]), math.log(values[-1])
+    forecast = mu + rho * (prev - mu)
+    se = math.sqrt(s2 * (1 - rho * rho) + s2 / n_eff * (1 - rho) ** 2)
+    if se <= 0:
+        return None
+    t = (cur - forecast) / se
+    worse = stats.t.cdf(t, n_eff - 1) if getattr(verdict, "better", "higher") == "higher" \
+        else stats.t.sf(t, n_eff - 1)
+    p = float(worse)
+    if p < alpha:
+        return None
+    return {"rho": rho, "forecast": math.exp(forecast), "p": p, "after": ids[-2]}
 
 
 def _gap(hist: list[HistoryPoint], rejected: frozenset[str]) -> int:

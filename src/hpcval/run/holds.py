@@ -58,6 +58,13 @@ def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings:
             # as far beyond the noise as a run the spread leaves out as an outlier:
             # a person decides, as for an extreme loss (which is `regressed`)
             why = f"improved {change.text() if change else ''} (p={p:.2g}): held like a loss"
+        follows = d.get("follows")
+        if why is None and outcome == "inconclusive" and isinstance(follows, dict):
+            # worse than the level, within a dependent level's wander from the
+            # called runs before it: a wander that goes on, or a cut that stays
+            why = (f"follows the called run {follows.get('after')} "
+                   f"(lag-1 correlation {follows.get('rho', 0):.2f}): a wander or a cut "
+                   "that stays")
         share = d.get("slow_share")
         if why is None and outcome == "inconclusive" and change is None \
                 and isinstance(share, dict):

@@ -372,8 +372,8 @@ SPREAD_GROWTH = 1.5
 SPREAD_REF = 10
 
 
-def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: float = 0.05
-                  ) -> dict[str, Any] | None:
+def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: float = 0.05,
+                  rho: float = 0.0) -> dict[str, Any] | None:
     """Whether the run-to-run spread of the newest runs grew against the accepted
     runs before them, or None.
 
@@ -386,7 +386,11 @@ def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: fl
     that the newest ``m`` scatter more; the smallest p, times the number of
     ``m`` tried (Bonferroni), below ``alpha`` and the sds' ratio at least
     :data:`SPREAD_GROWTH`: ``{"ratio", "low", "high", "runs", "p"}`` (the
-    ratio of the sds with its 95 % interval from the F distribution)."""
+    ratio of the sds with its 95 % interval from the F distribution).
+    ``rho``: the runs' lag-1 correlation (:func:`lag1`): the absolute
+    deviations of an AR(1) are correlated about ``rho^2`` from run to run, so
+    the test's t is divided by ``sqrt((1 + rho^2) / (1 - rho^2))`` (the
+    standard error of a mean of such deviations against independent ones)."""
     from scipy import stats
 
     x = np.asarray(recent, dtype=float)
@@ -394,6 +398,8 @@ def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: fl
     if ref.size < SPREAD_REF or x.size < SPREAD_RUNS[0]:
         return None
     dev_ref = np.abs(ref - np.median(ref))
+    r2 = min(max(rho, 0.0), RHO_MAX) ** 2
+    inflate = math.sqrt((1 + r2) / (1 - r2))
     tries = [m for m in SPREAD_RUNS if m <= x.size]
     best: tuple[float, int] | None = None
     for m in tries:
@@ -403,6 +409,8 @@ def spread_growth(recent: Sequence[float], reference: Sequence[float], alpha: fl
             continue
         res = stats.ttest_ind(dev, dev_ref, equal_var=False, alternative="greater")
         p = float(res.pvalue)
+        if r2 > 0 and not math.isnan(p):
+            p = float(stats.t.sf(float(res.statistic) / inflate, float(res.df)))
         if not math.isnan(p) and (best is None or p < best[0]):
             best = (p, m)
     if best is None:
