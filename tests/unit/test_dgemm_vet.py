@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcval.node import sizing
-from hpcval.vet import health, measure, probe
+from hpcval.vet import dgemmstep, health, measure, probe
 from hpcval.vet.judge import FIGURES, JudgeSettings
 from hpcval.vet.sitecfg import VetSite
 
@@ -40,11 +40,11 @@ def test_probe_dgemm_failure_is_named(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_dgemm_size_splits_a_shared_machine_and_bounds_memory(tmp_path: Path) -> None:
     site = _site(tmp_path, cpus=8)
-    alone = measure.dgemm_size(site, measure.Settings(dgemm=True), None)
-    shared = measure.dgemm_size(site, measure.Settings(dgemm=True), None, shared_by=8)
+    alone = dgemmstep.dgemm_size(site, measure.Settings(dgemm=True), None)
+    shared = dgemmstep.dgemm_size(site, measure.Settings(dgemm=True), None, shared_by=8)
     assert shared.params["n"] < alone.params["n"]
     with pytest.raises(sizing.SizingError, match="--dgemm-n 20000"):
-        measure.dgemm_size(site, measure.Settings(dgemm=True, dgemm_n=20000), sizing.GIB)
+        dgemmstep.dgemm_size(site, measure.Settings(dgemm=True, dgemm_n=20000), sizing.GIB)
     probes = {"a": {"boot_id": "x"}, "b": {"boot_id": "x"}, "c": {"boot_id": "y"}}
     assert measure.sharing(probes) == 2
 
