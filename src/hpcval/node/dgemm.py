@@ -236,7 +236,7 @@ class Result:
                  "peak_gflops: " + (f"{self.peak.gflops:.2f}" if self.peak.gflops
                                     else "unknown"),
                  f"peak: {self.peak.describe()}"]
-        lines += [f"sample {i + 1}: {s:.4f} s {g:.3f} GFLOP/s"
+        lines += [f"sample {i + 1}: {s:.6e} s {g:.3f} GFLOP/s"
                   for i, (s, g) in enumerate(zip(self.seconds, self.gflops, strict=True))]
         share = self.share()
         lines.append(f"best_gflops: {max(self.gflops):.3f}")
