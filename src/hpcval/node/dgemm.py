@@ -318,8 +318,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.flops_per_cycle is not None and args.flops_per_cycle < 1:
             raise DgemmError(f"--flops-per-cycle {args.flops_per_cycle}: at least 1; exit 2")
         cpus = usable_cpus()
-        for var in THREAD_VARS:
-            os.environ.setdefault(var, str(len(cpus)))
         peak = node_peak(cpus, flops_override=args.flops_per_cycle)
         if args.n is not None:
             n, reason = args.n, "given (--n)"
@@ -349,4 +347,7 @@ def _mem_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 
 
 if __name__ == "__main__":
+    # the BLAS reads its thread count when numpy loads: set before main imports it
+    for _var in THREAD_VARS:
+        os.environ.setdefault(_var, str(len(usable_cpus())))
     sys.exit(main())
