@@ -236,7 +236,7 @@ class Result:
                  "peak_gflops: " + (f"{self.peak.gflops:.2f}" if self.peak.gflops
                                     else "unknown"),
                  f"peak: {self.peak.describe()}"]
-        lines += [f"sample {i + 1}: {s:.4f} s {g:.3f} GFLOP/s"
+        lines += [f"sample {i + 1}: {s:.6e} s {g:.3f} GFLOP/s"
                   for i, (s, g) in enumerate(zip(self.seconds, self.gflops, strict=True))]
         share = self.share()
         lines.append(f"best_gflops: {max(self.gflops):.3f}")
@@ -311,14 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = ap.parse_args(argv)
     try:
-        if args.samples < 1 or (args.n is not None and args.n < 64):
-            raise DgemmError(f"--samples {args.samples} --n {args.n}: at least 1 sample and "
-                             "an order of at least 64; exit 2")
+        if args.samples < 1:
+            raise DgemmError(f"--samples {args.samples}: at least 1 multiply; exit 2")
+        if args.n is not None and args.n < 64:
+            raise DgemmError(f"--n {args.n}: an order of at least 64; exit 2")
         if args.flops_per_cycle is not None and args.flops_per_cycle < 1:
             raise DgemmError(f"--flops-per-cycle {args.flops_per_cycle}: at least 1; exit 2")
         cpus = usable_cpus()
-        for var in THREAD_VARS:
-            os.environ.setdefault(var, str(len(cpus)))
         peak = node_peak(cpus, flops_override=args.flops_per_cycle)
         if args.n is not None:
             n, reason = args.n, "given (--n)"
@@ -348,4 +347,7 @@ def _mem_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 
 
 if __name__ == "__main__":
+    # the BLAS reads its thread count when numpy loads: set before main imports it
+    for _var in THREAD_VARS:
+        os.environ.setdefault(_var, str(len(usable_cpus())))
     sys.exit(main())
