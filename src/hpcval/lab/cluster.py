@@ -105,6 +105,7 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
         _record(state, layout, "munged", "munged", slurm.start_munged(layout))
         _record(state, layout, "slurmctld", "slurmctld", slurm.start_slurmctld(layout))
         compute = {n.name for n in layout.nodes}
+        meminfo = Path("/proc/meminfo").read_text()
         if node_views:
             log(f"lab: node views under {layout.state_dir / 'nodes'} (/proc/cmdline, "
                 "/proc/meminfo, " + ", ".join(f"/{d}" for d in nodeview.VIEW_DIRS) + ")")
@@ -112,7 +113,7 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
             views = node_views and node.name in compute
             mounts = ""
             if views:
-                nodeview.seed(layout, node.name)
+                nodeview.seed(layout, node.name, meminfo)
                 mounts = nodeview.mount_script(layout, node.name)
             pid = slurm.start_slurmd(layout, node, mounts=mounts)
             _record(state, layout, f"slurmd-{node.name}", "slurmd", pid)

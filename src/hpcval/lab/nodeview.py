@@ -123,11 +123,12 @@ def _dimm(path: Path, index: int, size_mb: int) -> None:
         _write(path / name, value + "\n")
 
 
-def seed(layout: LabLayout, node: str) -> Path:
+def seed(layout: LabLayout, node: str, meminfo: str | None = None) -> Path:
     """Write ``node``'s view, identical for every node, from this machine's
-    ``/proc/cmdline`` and ``/proc/meminfo`` and the seeded sysfs layout."""
+    ``/proc/cmdline`` and ``/proc/meminfo`` (or ``meminfo``, read once for all
+    nodes) and the seeded sysfs layout."""
     view = view_dir(layout, node)
-    meminfo = Path("/proc/meminfo").read_text()
+    meminfo = Path("/proc/meminfo").read_text() if meminfo is None else meminfo
     _write(view / "proc/cmdline", Path("/proc/cmdline").read_text())
     _write(view / "proc/meminfo", meminfo)
     for name, value in DMI.items():
