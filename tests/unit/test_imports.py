@@ -29,7 +29,7 @@ FLOORS = {
     "hpcval.core": 0,             # errors, YAML and files, figures, series, run ids, paths
     "hpcval.history.judging": 1,  # the statistics: core only
     "hpcval.node": 1,             # the node (reads nvidia-smi and IMB output: parsers)
-    "hpcval.parsers": 1,          # benchmark output (WRF's binaries: node.mpi_abi)
+    "hpcval.parsers": 1,          # benchmark output: core only
     "hpcval.spack": 1,
     "hpcval.lab": 1,
     "hpcval.site": 2,             # a site's files, references, check discovery
@@ -132,6 +132,28 @@ def test_judging_imports_nothing_above_it() -> None:
     assert {m: sorted(ground[m] - GROUND) for m in GROUND} == {m: [] for m in GROUND}
 
 
+#: Packages that stand on the ground floor alone (and on themselves): the
+#: statistics, and the parsers of benchmark output (text in, data out), which
+#: the node's readers use and must never use back.
+CORE_ONLY = ("hpcval.history.judging", "hpcval.parsers")
+
+
+def test_core_only_packages_import_nothing_else() -> None:
+    graph = _imports()
+    found = sorted(f"{m} imports {d}" for m, deps in graph.items() for d in deps
+                   for p in CORE_ONLY if (m == p or m.startswith(p + "."))
+                   and not (d == p or d.startswith(p + ".")) and d not in GROUND)
+    assert found == []
+
+
+def test_core_only_rule_can_fail() -> None:
+    """The edge the rule was written against (WRF's parser used the node's MPI ABI)."""
+    graph = _imports()
+    graph["hpcval.parsers.wrf.binaries"] = {"hpcval.node.mpi_abi"}
+    assert any(m.startswith("hpcval.parsers") and "hpcval.node.mpi_abi" in deps
+               and "hpcval.node.mpi_abi" not in GROUND for m, deps in graph.items())
+
+
 def _floor(module: str) -> tuple[str, int]:
     package = max((p for p in FLOORS if module == p or module.startswith(p + ".")), key=len)
     return package, FLOORS[package]
@@ -145,6 +167,25 @@ def test_each_package_imports_only_its_floor_and_below() -> None:
     # every top-level package has its own floor (hpcval's is only for its __init__ and cli)
     tops = {".".join(m.split(".")[:2]) for m in graph}
     assert sorted(t for t in tops if t not in FLOORS) == []
+
+
+def _outer_floor(module: str) -> int:
+    """The floor of the top-level package a module lies in (``hpcval.history``
+    for ``hpcval.history.judging.verdict``)."""
+    return FLOORS.get(".".join(module.split(".")[:2]), FLOORS["hpcval"])
+
+
+def test_no_import_reaches_into_a_package_above() -> None:
+    """A module below a package imports nothing inside it, even a sub-package
+    with a lower floor (the site reading judging settings out of
+    ``hpcval.history``): what both need lives on the lower floor."""
+    graph = _imports()
+    found = sorted(f"{m} (floor {_floor(m)[1]}) imports {d} (inside a package of floor "
+                   f"{_outer_floor(d)})" for m, deps in graph.items() for d in deps
+                   if _outer_floor(d) > _floor(m)[1]
+                   and m.split(".")[:2] != d.split(".")[:2])
+    assert found == []
+    assert _outer_floor("hpcval.history.judging.settings") > _floor("hpcval.site")[1]
 
 
 def test_the_floor_rule_can_fail() -> None:

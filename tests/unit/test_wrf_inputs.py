@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcval.core.errors import ParseError
+from hpcval.node import mpi_abi
 from hpcval.parsers import wrf
 
 NAMELIST = """\
@@ -134,10 +135,11 @@ def test_find_case_dir_from_variable_or_path(tmp_path, monkeypatch):
 
 
 def test_mpi_mismatch_reads_linked_library(tmp_path):
+    """wrf.exe's MPI, as what launches it asks (hpcval.node.mpi_abi)."""
     binary = tmp_path / "wrf.exe"
     binary.write_bytes(b"\x7fELF....libmpi_mpifh.so.40\x00libmpi.so.40\x00libc.so.6\x00")
-    assert wrf.linked_mpi_libraries(binary) == {"libmpi_mpifh.so.40", "libmpi.so.40"}
-    assert wrf.mpi_mismatch(binary, ["mpi", "openmpi"]) is None
-    reason = wrf.mpi_mismatch(binary, ["mpi", "impi"])
+    assert mpi_abi.linked_mpi_libraries(binary) == {"libmpi_mpifh.so.40", "libmpi.so.40"}
+    assert mpi_abi.mpi_mismatch(binary, ["mpi", "openmpi"]) is None
+    reason = mpi_abi.mpi_mismatch(binary, ["mpi", "impi"])
     assert reason and "libmpi.so.40" in reason and "libmpi.so.12" in reason
-    assert wrf.mpi_mismatch(binary, ["mpi"]) is None
+    assert mpi_abi.mpi_mismatch(binary, ["mpi"]) is None

@@ -31,8 +31,8 @@ def _site_files_stamp(site: Site) -> str:
     from importlib import metadata
 
     from hpcval import site as site_module
+    from hpcval.core import judgingsettings as settings
     from hpcval.core import yamlio
-    from hpcval.history.judging import settings
     from hpcval.node import audit, expectations, tuning
 
     parts = []

@@ -23,7 +23,7 @@ from hpcval.core.errors import InputError, SiteError
 from hpcval.core.paths import CHECKS_DIR, ENVIRONMENTS_DIR, SITE_CONFIGS_DIR, project_root
 
 if TYPE_CHECKING:
-    from hpcval.history.judging.settings import JudgingSettings
+    from hpcval.core.judgingsettings import JudgingSettings
     from hpcval.site.references import ReferencesFile
 
 #: What a site name may be: letters, digits, ``.``, ``_``, ``-``; 64 at most.
@@ -212,7 +212,7 @@ class Site:
 
     def load_judging(self) -> JudgingSettings:
         """``judging.yaml``, validated; the defaults where the site has none."""
-        from hpcval.history.judging.settings import JudgingSettings
+        from hpcval.core.judgingsettings import JudgingSettings
 
         return JudgingSettings.load(self.judging)
 

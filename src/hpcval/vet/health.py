@@ -51,6 +51,9 @@ SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 #: The figures the gate measures and judges (latency is shown by a vetting, not judged).
 JUDGED = ("triad_bw", "shm_pingpong_bw_1MiB", "cpu_mhz")
 
+#: What the probe reads of the node besides figures (kept with the samples).
+READINGS = ("fingerprint", "fingerprint_unknown", "counters")
+
 
 @dataclass
 class Yardstick:
@@ -217,8 +220,11 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
 
 
 def measure_here(site: VetSite, samples: int, budget: float,
-                 raw: Path | None = None) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
-    """Probe, triad and shared-memory PingPong on this node, ``samples`` times each."""
+                 raw: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Probe, triad and shared-memory PingPong on this node, ``samples`` times each:
+    ``{figure: [samples]}`` with the probe's readings of the node beside them
+    (:data:`READINGS`: its fingerprint, the keys it could not read, its error
+    counters), and the tuning audit."""
     clock = _Clock(budget)
     env = local_env(site)
     expect = [f"--expect={site.host_expectations}"] if site.host_expectations else []
@@ -228,7 +234,8 @@ def measure_here(site: VetSite, samples: int, budget: float,
     if line is None:
         raise EnvironmentFault("probe printed no result line; exit 3")
     probe = json.loads(line[len(MARKER):])
-    figures: dict[str, list[float]] = {"cpu_mhz": probe["cpu_mhz"]}
+    figures: dict[str, Any] = {"cpu_mhz": probe["cpu_mhz"]}
+    figures.update({key: probe[key] for key in READINGS if key in probe})
     launcher = shutil.which("mpiexec", path=env.get("PATH"))
     if launcher is None:
         raise EnvironmentFault(f"mpiexec not on the PATH of environment '{site.env_name}'; "
@@ -275,7 +282,7 @@ def measure_here(site: VetSite, samples: int, budget: float,
 
 
 def store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
-          figures: dict[str, list[float]], base: Path | None = None, line: str | None = None,
+          figures: dict[str, Any], base: Path | None = None, line: str | None = None,
           extra: dict[str, Any] | None = None) -> Path:
     """``<base>/<id>-<node>.json`` (``base``: ``var/<site>/health/``): never overwritten.
     ``line`` is the line printed (default: the verdict's); ``extra`` adds keys (the

@@ -51,7 +51,7 @@ class _Passes:
         self.site, self.node, self.results = site, node, results
         self.untaken = untaken
         self.settings, self.opts = settings, opts
-        self.figures: dict[str, list[float]] = {}
+        self.figures: dict[str, Any] = {}
         self.verdict: HealthVerdict | None = None
 
     def __call__(self, budget: float, light: bool = False) -> healthstorm.PassResult:
@@ -144,7 +144,7 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
 
 
 def _store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
-           figures: dict[str, list[float]], conf: healthstorm.Confirmation,
+           figures: dict[str, Any], conf: healthstorm.Confirmation,
            line: str, base: Path | None = None) -> Path:
     """The gate's record (``health.store``) with its confirmation passes."""
     return health.store(site, run_id, verdict, seconds, figures, base, line=line,

@@ -8,7 +8,9 @@ naming its host: the audit findings against the site's host expectations,
 ``scaling_cur_freq`` where cpuinfo has none), ``interval`` seconds apart, the
 memory available (``MemAvailable`` of ``/proc/meminfo``) and the kernel's boot
 id (nodes that print the same boot id share one machine and its memory, as the
-lab's nodes do).
+lab's nodes do), the node's fingerprint by category with the keys it could
+not read (:mod:`hpcval.node.fingerprint`; ``--mounts`` names the mount points
+jobs need) and its cumulative error counters (:mod:`hpcval.node.counters`).
 
 With ``--triad CFDIO --triad-n N --reps R`` it runs instead ``samples`` times
 ``CFDIO --mode triad`` as a single MPI process on its node (the step's PMI
@@ -32,6 +34,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hpcval.node.audit import audit, load_expectations
+from hpcval.node.counters import read_counters
+from hpcval.node.fingerprint import fingerprint
 
 MARKER = "HPCVAL-VET-PROBE "
 
@@ -109,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triad", metavar="CFDIO", help="run CFDIO's triad SAMPLES times instead")
     ap.add_argument("--triad-n", type=int, default=10_000_000)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--mounts", help="comma-separated mount points jobs need (default: every "
+                    "mount of a storage file system)")
     args = ap.parse_args(argv)
     if args.triad:
         values, errors = triad_samples([args.triad, "--mode", "triad", "--triad-n",
@@ -125,9 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         value = cpu_mhz()
         if value is not None:
             mhz.append(value)
+    prints, unknown = fingerprint(mounts=args.mounts.split(",") if args.mounts else None)
     print(MARKER + json.dumps({"host": socket.gethostname(), "cpu_mhz": mhz,
                                "audit": [asdict(f) for f in findings],
-                               "mem_available": mem_available(), "boot_id": boot_id()}),
+                               "mem_available": mem_available(), "boot_id": boot_id(),
+                               "fingerprint": prints, "fingerprint_unknown": unknown,
+                               "counters": read_counters()}),
           flush=True)
     return 0
 

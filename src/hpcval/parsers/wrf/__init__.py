@@ -10,17 +10,10 @@ use ``from hpcval.parsers import wrf`` and ``wrf.<name>``:
   run length (``run_*`` or ``start_*``/``end_*`` dates) and expected steps;
 * :mod:`~hpcval.parsers.wrf.output`: netCDF output compared with a reference;
 * :mod:`~hpcval.parsers.wrf.inputs`: sha256 manifests of data packages;
-* :mod:`~hpcval.parsers.wrf.binaries`: ``wrf.exe`` and its MPI.
+* :mod:`~hpcval.parsers.wrf.binaries`: finding ``wrf.exe``.
 """
 
-from hpcval.parsers.wrf.binaries import (
-    MPI_ABI_BY_FEATURE,
-    WRF_DIR_VARIABLE,
-    find_case_dir,
-    find_run_dir,
-    linked_mpi_libraries,
-    mpi_mismatch,
-)
+from hpcval.parsers.wrf.binaries import WRF_DIR_VARIABLE, find_case_dir, find_run_dir
 from hpcval.parsers.wrf.inputs import MANIFEST, read_manifest, sha256_file, verify_inputs
 from hpcval.parsers.wrf.log import (
     WrfFigures,
@@ -50,10 +43,10 @@ from hpcval.parsers.wrf.output import (
 )
 
 __all__ = [
-    "DEFAULT_FIELDS", "MANIFEST", "MPI_ABI_BY_FEATURE", "WRF_DIR_VARIABLE", "FieldDifference",
+    "DEFAULT_FIELDS", "MANIFEST", "WRF_DIR_VARIABLE", "FieldDifference",
     "WrfFigures", "WrfLog", "WrfStep", "WrfWrite", "check_complete", "check_output",
     "compare_output", "edit_namelist", "end_time", "expected_steps", "figures",
-    "find_case_dir", "find_run_dir", "format_model_time", "linked_mpi_libraries",
-    "model_seconds", "model_step", "mpi_mismatch", "namelist_value", "parse_wrf_log",
+    "find_case_dir", "find_run_dir", "format_model_time",
+    "model_seconds", "model_step", "namelist_value", "parse_wrf_log",
     "read_manifest", "run_seconds", "sha256_file", "start_time", "verify_inputs",
 ]

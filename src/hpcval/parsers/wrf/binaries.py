@@ -1,5 +1,6 @@
-"""Finding a WRF installation (``wrf.exe`` with its case or run directory)
-and telling whether it fits an environment's MPI."""
+"""Finding a WRF installation (``wrf.exe`` with its case or run directory).
+Whether it fits an environment's MPI is the node's question
+(:func:`hpcval.node.mpi_abi.mpi_mismatch`), asked by what launches it."""
 
 from __future__ import annotations
 
@@ -7,11 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-# WRF's MPI check is hpcval's (re-exported for hpcval.parsers.wrf)
-from hpcval.node.mpi_abi import MPI_ABI_BY_FEATURE, linked_mpi_libraries, mpi_mismatch
-
-__all__ = ["MPI_ABI_BY_FEATURE", "WRF_DIR_VARIABLE", "find_case_dir", "find_run_dir",
-           "linked_mpi_libraries", "mpi_mismatch"]
+__all__ = ["WRF_DIR_VARIABLE", "find_case_dir", "find_run_dir"]
 
 #: Environment variable naming a WRF directory (a case directory such as
 #: ``WRF/test/em_quarter_ss`` holding ``wrf.exe``, or the top of a WRF tree).
