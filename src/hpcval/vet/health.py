@@ -220,11 +220,13 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
 
 
 def measure_here(site: VetSite, samples: int, budget: float,
-                 raw: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 raw: Path | None = None, probe_out: dict[str, Any] | None = None,
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Probe, triad and shared-memory PingPong on this node, ``samples`` times each:
     ``{figure: [samples]}`` with the probe's readings of the node beside them
     (:data:`READINGS`: its fingerprint, the keys it could not read, its error
-    counters), and the tuning audit."""
+    counters), and the tuning audit; the probe's whole line into ``probe_out``
+    when given."""
     clock = _Clock(budget)
     env = local_env(site)
     expect = [f"--expect={site.host_expectations}"] if site.host_expectations else []
@@ -234,6 +236,9 @@ def measure_here(site: VetSite, samples: int, budget: float,
     if line is None:
         raise EnvironmentFault("probe printed no result line; exit 3")
     probe = json.loads(line[len(MARKER):])
+    if probe_out is not None:
+        probe_out.clear()
+        probe_out.update(probe, read_at=time.time())
     figures: dict[str, Any] = {"cpu_mhz": probe["cpu_mhz"]}
     figures.update({key: probe[key] for key in READINGS if key in probe})
     launcher = shutil.which("mpiexec", path=env.get("PATH"))

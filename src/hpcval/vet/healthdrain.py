@@ -42,7 +42,8 @@ MARK = "hpcval health"
 #: finding -> the code its drain reason carries
 CODES = {"triad_bw": "HC-TRIAD", "shm_pingpong_bw_1MiB": "HC-SHMBW", "cpu_mhz": "HC-MHZ",
          "cpu_share": "HC-CPUSHARE", "tuning": "HC-TUNING"}
-REASON = re.compile(r"^hpcval health \[(?P<codes>HC-[A-Z]+(?:,HC-[A-Z]+)*)\] "
+_CODE = r"HC-[A-Z]+(?:-[A-Z]+)*"  # hpcval.vet.findings.CODES
+REASON = re.compile(rf"^hpcval health \[(?P<codes>{_CODE}(?:,{_CODE})*)\] "
                     r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z): (?P<evidence>.+)$")
 #: ``Reason=<text> [<user>@<time>]`` at the end of a ``scontrol show node --oneliner`` line
 _REASON_FIELD = re.compile(r" Reason=(?P<reason>.*?)(?: \[(?P<user>[^@\]\s]*)@(?P<at>[^\]]*)\])?$")
@@ -86,8 +87,9 @@ def stamp(now: float) -> str:
 
 def make_reason(findings: dict[str, str], now: float) -> str:
     """One line: marker, codes, time stamp, the evidence of every finding."""
-    codes = ",".join(sorted(CODES[f] for f in findings))
-    text = "; ".join(findings[f] for f in sorted(findings, key=lambda f: CODES[f]))
+    # a finding is a figure (its code from CODES) or a finding code itself
+    codes = ",".join(sorted({CODES.get(f, f) for f in findings}))
+    text = "; ".join(findings[f] for f in sorted(findings, key=lambda f: CODES.get(f, f)))
     text = " ".join(text.split())  # one line, whatever the evidence holds
     return f"{MARK} [{codes}] {stamp(now)}: {text}"
 

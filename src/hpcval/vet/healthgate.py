@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.core.errors import HpcvalError
-from hpcval.vet import health, healthdrain, healthstorm
+from hpcval.vet import counters, health, healthdrain, healthstorm, uniformity
+from hpcval.vet import rules as vrules
+from hpcval.vet.findings import Finding
 from hpcval.vet.health import HealthVerdict, judge_health, measure_here
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.sitecfg import VetSite
@@ -53,6 +55,10 @@ class _Passes:
         self.settings, self.opts = settings, opts
         self.figures: dict[str, Any] = {}
         self.verdict: HealthVerdict | None = None
+        self.rules = vrules.load(site.dir)  # a bad rules file: exit 2 before measuring
+        #: the last full pass's probe line, and its suspect/unknown findings
+        self.probe: dict[str, Any] = {}
+        self.named: list[Finding] = []
 
     def __call__(self, budget: float, light: bool = False) -> healthstorm.PassResult:
         started, t0 = time.time(), time.monotonic()
@@ -64,15 +70,50 @@ class _Passes:
                                           {"cpu_share": share},
                                           {"cpu_share": ev} if ev else {}, light=True)
         figures, audit = measure_here(self.site, self.opts.samples,
-                                      budget - 2 * self.opts.spin - 0.5)
+                                      budget - 2 * self.opts.spin - 0.5, probe_out=self.probe)
         after = healthstorm.spin(self.opts.spin)
         verdict = judge_health(self.node, figures, audit, self.results, self.settings)
         self.figures, self.verdict = figures, verdict
         status, evidence = healthstorm.classify(verdict.figures,
                                                 audit_bad(audit, self.untaken),
                                                 [before, after])
+        # fingerprint and counters: off findings confirmed as the figures are,
+        # suspect and unknown ones named in the line, never drained
+        self.named = []
+        for f in identity_findings(self.node, self.probe, self.results, self.settings,
+                                   self.rules, self.opts.record_dir or self.site.var / "health"):
+            if f.severity == "off":
+                status[f.code] = "off"
+                evidence[f.code] = _one(f)
+            else:
+                self.named.append(f)
         return healthstorm.PassResult(started, time.monotonic() - t0, [before, after],
                                       status, evidence)
+
+
+def _one(f: Finding) -> str:
+    return f"[{f.code}] {f.text}; remedy: {f.remedy}"
+
+
+def identity_findings(node: str, probe: dict[str, Any], results: list[dict[str, Any]],
+                      settings: JudgeSettings, rules: vrules.Rules,
+                      health_dir: Path | None) -> list[Finding]:
+    """The node's fingerprint against the majority the last full vetting recorded,
+    its counters against its previous stored reading (vetting or health record)."""
+    found: list[Finding] = []
+    ref = health.last_full_vet(results, node, settings)
+    recorded = ref["verdict"].get("fingerprint_majority") or {}
+    if isinstance(probe.get("fingerprint"), dict) and recorded:
+        found += uniformity.against_recorded(node, probe["fingerprint"],
+                                             (probe.get("fingerprint_unknown") or {}),
+                                             recorded, ref["id"], rules)
+    if isinstance(probe.get("counters"), dict):
+        prev = counters.previous_readings(results, [node], health_dir)[node]
+        now = {"time": probe.get("read_at", time.time()), "values": probe["counters"]}
+        cnt, _ = counters.judge({node: now}, {node: prev}, rules, partition_sources=False)
+        found += cnt
+    kept, _ = rules.apply(found)
+    return kept
 
 
 def _busy(c: healthstorm.Confirmation) -> str:
@@ -129,6 +170,9 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
             line += "; cleared on a later pass: " + ", ".join(conf.cleared)
         line += ")"
         code = 0
+    if passes.named and code != 3:
+        # suspect and unknown findings: named in the line, never a drain
+        line += "; " + "; ".join(f"{f.severity}: {_one(f)}" for f in passes.named)
     if opts.drain and code in (0, 1):
         findings = {f: conf.confirmed[f] for f in conf.confirmed}
         try:
@@ -139,13 +183,23 @@ def run_gate(site: VetSite, node: str, results: list[dict[str, Any]],
         if action:
             line += f"; {action}"
     verdict.notes += notes
-    _store(site, run_id, verdict, seconds, passes.figures, conf, line, opts.record_dir)
+    _store(site, run_id, verdict, seconds, passes.figures, conf, line, opts.record_dir,
+           passes.probe, passes.named)
     return line, code
 
 
 def _store(site: VetSite, run_id: str, verdict: HealthVerdict, seconds: float,
            figures: dict[str, Any], conf: healthstorm.Confirmation,
-           line: str, base: Path | None = None) -> Path:
-    """The gate's record (``health.store``) with its confirmation passes."""
+           line: str, base: Path | None = None, probe: dict[str, Any] | None = None,
+           named: list[Finding] | None = None) -> Path:
+    """The gate's record (``health.store``) with its confirmation passes, and the
+    node's counters with the time read (the next run's previous reading)."""
+    probe = probe or {}
+    extra: dict[str, Any] = {"confirmation": conf.summary(),
+                             "named": [f.to_dict() for f in named or []]}
+    if isinstance(probe.get("counters"), dict):
+        extra["counters"] = {"time": probe.get("read_at"), "values": probe["counters"]}
+    if isinstance(probe.get("fingerprint"), dict):
+        extra["fingerprint"] = probe["fingerprint"]
     return health.store(site, run_id, verdict, seconds, figures, base, line=line,
-                        extra={"confirmation": conf.summary()})
+                        extra=extra)

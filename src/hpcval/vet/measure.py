@@ -68,6 +68,12 @@ class NodeSamples:
     again_used: int = 0
     #: the triad step's command (:mod:`hpcval.vet.confirm` runs it again)
     triad_cmd: list[str] = field(default_factory=list)
+    #: node -> its fingerprint, the keys it could not read, and its error
+    #: counters with the time read (the probe's, :mod:`hpcval.vet.uniformity`,
+    #: :mod:`hpcval.vet.counters`)
+    fingerprint: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    fingerprint_unknown: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def triad_size(site: VetSite, settings: Settings) -> sizing.Size:
@@ -330,6 +336,7 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
             continue
         mhz[n] = probes[n]["cpu_mhz"]
         out.audit[n] = probes[n]["audit"]
+        take_identity(out, n, probes[n], time.time())
     out.figures["cpu_mhz"] = mhz
     progress(f"probe (tuning audit, CPU frequency, memory) on {len(nodes)} nodes, one step: "
              f"{time.monotonic() - t0:.1f} s")
@@ -403,6 +410,15 @@ def node_phase(alloc: Allocation, site: VetSite, nodes: Sequence[str], settings:
     progress(f"shared-memory PingPong on {len(nodes)} nodes at once (IMB -multi, "
              f"{settings.samples} samples), one step: {time.monotonic() - t0:.1f} s")
     return out
+
+
+def take_identity(out: NodeSamples, node: str, probe: dict[str, Any], when: float) -> None:
+    """The fingerprint and counters of one probe line, where it has them."""
+    if isinstance(probe.get("fingerprint"), dict):
+        out.fingerprint[node] = probe["fingerprint"]
+        out.fingerprint_unknown[node] = probe.get("fingerprint_unknown") or {}
+    if isinstance(probe.get("counters"), dict):
+        out.counters[node] = {"time": when, "values": probe["counters"]}
 
 
 def lost_in_step(res: StepResult, hosts: Sequence[str]) -> dict[str, str]:

@@ -101,6 +101,12 @@ class Culprit:
     figure: str
     evidence: str
     nodes: list[str] = field(default_factory=list)
+    #: the finding's stable code (:mod:`hpcval.vet.findings`), its severity
+    #: (``off``: drained with ``--drain``; ``suspect``, ``unknown``: named only)
+    #: and what to do
+    code: str = ""
+    severity: str = "off"
+    remedy: str = ""
 
 
 @dataclass
@@ -117,6 +123,10 @@ class Verdict:
     partition: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     judged: bool = True
+    #: every coded finding (:class:`hpcval.vet.findings.Finding` as a dict)
+    findings: list[dict] = field(default_factory=list)
+    #: fingerprint category -> key -> the partition's majority (health judges on it)
+    majority: dict = field(default_factory=dict)
 
     @property
     def named_nodes(self) -> list[str]:
@@ -136,4 +146,5 @@ class Verdict:
             "culprits": [asdict(c) for c in self.culprits],
             "named_nodes": self.named_nodes,
             "partition": self.partition, "notes": self.notes,
+            "findings": self.findings, "fingerprint_majority": self.majority,
         }

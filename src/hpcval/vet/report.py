@@ -73,7 +73,7 @@ def result_lines(result: Mapping[str, Any], max_notes: int | None = None) -> lis
     lines: list[str] = []
     if verdict["culprits"]:
         lines.append("Named:")
-        lines += [f"  {c['kind']:<6} {c['evidence']}" for c in verdict["culprits"]]
+        lines += [f"  {c['kind']:<6} {_coded(c)}" for c in verdict["culprits"]]
     elif verdict["judged"]:
         lines.append("Named: none (no node, link or switch off its partition)")
     lines += [f"Partition: {p}" for p in verdict["partition"]]
@@ -88,6 +88,18 @@ def result_lines(result: Mapping[str, Any], max_notes: int | None = None) -> lis
                      "(exit 4)")
         lines += [f"  {u['kind']:<6} {u['name']}: {u['cause']}" for u in result["unmeasured"]]
     return lines
+
+
+def _coded(c: Mapping[str, Any]) -> str:
+    """A culprit's evidence with its code, severity and remedy (where coded)."""
+    ev = str(c["evidence"])
+    code = c.get("code")
+    if not code:
+        return ev
+    if not ev.startswith(f"[{code}]"):
+        ev = f"[{code}] {ev}"
+    sev = c.get("severity", "off")
+    return f"{ev} ({sev}; remedy: {c.get('remedy', '')})"
 
 
 def _pct(d: Mapping[str, Any]) -> str:
@@ -145,8 +157,10 @@ def html_page(result: Mapping[str, Any]) -> str:
         "<section id='attention'><h2>Named</h2>",
     ]
     if culprits:
-        items = [f"<li><b>{esc(c['kind'])} {esc(c['name'])}</b>: "
-                 f"{esc(_evidence(c))}</li>" for c in culprits]
+        items = [f"<li><b>{esc(c['kind'])} {esc(c['name'])}</b>: {esc(_evidence(c))}"
+                 + (f" <code>{esc(c['code'])}</code> {esc(c.get('severity', 'off'))}"
+                    f"<br><i>remedy:</i> {esc(c.get('remedy', ''))}" if c.get("code") else "")
+                 + "</li>" for c in culprits]
         parts.append("<ul class='attn'>" + "".join(items[:FIRST_SCREEN]) + "</ul>")
         if len(items) > FIRST_SCREEN:
             parts.append(f"<details class='all'><summary>{len(items) - FIRST_SCREEN} more "

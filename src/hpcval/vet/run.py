@@ -12,7 +12,8 @@ from typing import Any
 
 from hpcval.core.errors import InputError, StoreError
 from hpcval.core.runid import new_run_id
-from hpcval.vet import campaign, confirm, gpu_measure, measure, report, stored
+from hpcval.vet import campaign, coded, confirm, counters, gpu_measure, measure, report, stored
+from hpcval.vet import rules as vrules
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
     FIGURES,
@@ -87,6 +88,9 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
 
     The plan is printed (``announce``, else ``progress``) before anything runs
     and refused if it needs more steps than the cluster's ``MaxStepCount``."""
+    rules = vrules.load(site.dir)  # a bad rules file: exit 2 before anything runs
+    previous = counters.previous_readings(stored_results(site), list(nodes),
+                                          site.var / "health")
     the_plan = make_plan(site, nodes, opts)
     (announce or progress)(the_plan.text())
     try:
@@ -138,6 +142,8 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         from hpcval.vet.gpu import judge_gpus  # GPU partitions only
 
         judge_gpus(verdict, gpu_samples, {}, opts.judging)
+    coded.judge(verdict, node_samples.fingerprint, node_samples.fingerprint_unknown,
+                node_samples.counters, previous, opts.judging, rules)
     wall = time.monotonic() - t0
     return {
         "id": vet_id, "site": site.name, "partition": site.slurm_partition,
@@ -164,8 +170,13 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         "pair_latency_8B": {f"{a}|{b}": s for (a, b), s in latency.items()},
         # a pair that failed is listed once, in "unmeasured", with its cause
         "failures": node_samples.failures,
-        "unmeasured": unmeasured(nodes, node_samples, camp, causes),
+        "unmeasured": (lost_list := unmeasured(nodes, node_samples, camp, causes)),
+        "fingerprints": node_samples.fingerprint,
+        "fingerprint_unknown": node_samples.fingerprint_unknown,
+        "counters": node_samples.counters,
+        "rules": rules.source,
         "verdict": verdict.to_dict(),
+        "findings": verdict.findings + coded.lost({"unmeasured": lost_list}),
     }
 
 
@@ -243,6 +254,8 @@ def judge_recorded(result: dict[str, Any], settings: JudgeSettings | None = None
 
         judge_gpus(verdict, result.get("gpu_samples", {}), result.get("gpu_node_samples", {}),
                    settings)
+    coded.judge(verdict, result.get("fingerprints") or {}, result.get("fingerprint_unknown")
+                or {}, {}, {}, settings)
     return verdict
 
 
@@ -273,13 +286,25 @@ def _unusable(info: vslurm.NodeInfo | None) -> bool:
 
 
 def drain_reason(result: dict[str, Any], node: str) -> str:
-    ev = [c["evidence"] for c in result["verdict"]["culprits"] if node in c["nodes"]]
-    return f"hpcval vet {result['id']}: " + " | ".join(dict.fromkeys(ev))  # each once
+    """One line: the codes, then each finding's evidence once."""
+    mine = [c for c in result["verdict"]["culprits"] if node in c["nodes"]]
+    codes = sorted({c.get("code") or "" for c in mine} - {""})
+    ev = [c["evidence"] for c in mine]
+    text = " ".join(" | ".join(dict.fromkeys(ev)).split())  # each once, one line
+    return f"hpcval vet [{','.join(codes)}] {result['id']}: " + text
+
+
+def drainable(result: dict[str, Any]) -> list[str]:
+    """The named nodes with an ``off`` finding (``suspect`` and ``unknown`` are
+    named, not drained)."""
+    off = {n for c in result["verdict"]["culprits"] if c.get("severity", "off") == "off"
+           for n in c["nodes"]}
+    return [n for n in result["verdict"]["named_nodes"] if n in off]
 
 
 def drain_named(result: dict[str, Any]) -> list[str]:
     drained = []
-    for node in result["verdict"]["named_nodes"]:
+    for node in drainable(result):
         vslurm.drain(node, drain_reason(result, node))
         drained.append(node)
     return drained
