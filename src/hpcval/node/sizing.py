@@ -486,3 +486,46 @@ def hpcg(node: Node, ranks: int, budget: str, default_s: int = 1800) -> Size:
     return Size({"local_grid": grid, "run_time": run_time},
                 f"local grid {'x'.join(map(str, grid))} per rank, {run_time} s",
                 reason, budget, _time_limit(2.5 * run_time * 5 + 300, default_s), footprint)
+
+
+#: ``dgemm``: seconds one multiply takes at the node's computed peak (a BLAS
+#: reaches 50-90 % of it on its large matrices, so a sample takes 1-2x this).
+DGEMM_SECONDS = {"quick": 1.0, "full": 4.0}
+#: ``dgemm`` on a node whose peak is unknown: FLOPs per cycle and GHz assumed per
+#: CPU (AVX2 with two FMA units at 2.5 GHz).
+DGEMM_ASSUMED_GFLOPS_PER_CPU = 16 * 2.5
+#: ``dgemm``: matrix orders are multiples of this (BLAS blocks), never below the least.
+DGEMM_STEP, DGEMM_LEAST = 256, 1024
+
+
+def dgemm(node: Node, budget: str, peak_gflops: float | None = None, samples: int = 5,
+          default_s: int = 300) -> Size:
+    """DGEMM's matrix order ``n`` (``C = A B``, three ``n x n`` doubles): one multiply
+    takes :data:`DGEMM_SECONDS` of the budget at the node's peak (2 n^3 FLOPs), so a
+    sample is seconds, long beside the BLAS's start-up and short beside the budget;
+    the three matrices within :data:`MEMORY_SHARE` of the memory."""
+    _check_budget(budget)
+    if peak_gflops and peak_gflops > 0:
+        rate, basis = peak_gflops, f"the node's computed peak {peak_gflops:,.0f} GFLOP/s"
+    else:
+        rate = DGEMM_ASSUMED_GFLOPS_PER_CPU * (node.cpus or 1)
+        basis = (f"an assumed peak of {DGEMM_ASSUMED_GFLOPS_PER_CPU:.0f} GFLOP/s per CPU "
+                 f"x {node.cpus or 1} (peak unknown)")
+    target = DGEMM_SECONDS[budget]
+    n = max(DGEMM_LEAST, int((target * rate * 1e9 / 2) ** (1 / 3)) // DGEMM_STEP * DGEMM_STEP)
+    notes = []
+    allowed = _allowed(node)
+    if allowed is not None and 24 * n * n > allowed:
+        fit = int(math.sqrt(allowed / 24)) // DGEMM_STEP * DGEMM_STEP
+        if fit < DGEMM_LEAST:
+            raise SizingError(f"DGEMM's three matrices of order {DGEMM_LEAST} "
+                              f"({_size(24 * DGEMM_LEAST ** 2)}) exceed {MEMORY_SHARE:.0%} "
+                              f"of the node's {_size(node.mem_bytes)}")
+        n = fit
+        notes.append(f"bounded by {MEMORY_SHARE:.0%} of the node's {_size(node.mem_bytes)}")
+    reason = (f"one multiply ~{target:g} s at {basis} (2 n^3 FLOPs); three matrices "
+              f"{_size(24 * n * n)}" + (f"; {notes[0]}" if notes else ""))
+    # time limit: every sample at a twentieth of the rate, and a warm-up
+    seconds = (samples + 1) * 2 * n ** 3 / (rate * 1e9 / 20)
+    return Size({"n": n}, f"n = {n:,} ({_size(8 * n * n)} per matrix)", reason, budget,
+                _time_limit(seconds, default_s), 24 * n * n, tuple(notes))
