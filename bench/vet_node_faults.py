@@ -116,7 +116,7 @@ def vet_once(args: argparse.Namespace) -> dict:
 def health_once(node: str) -> dict:
     load = os.getloadavg()[0]
     t0 = time.time()
-    rc, out, secs = sh(["srun", "-N1", "-w", node, "--overlap", HPCVAL, "health", "--site", "lab",
+    rc, out, secs = sh(["srun", "-N1", "-w", node, HPCVAL, "health", "--site", "lab",
                         "--node", node, "--budget", "50"], timeout=60)
     line = next((ln for ln in out.splitlines() if ln.startswith("health ")), out.strip()[-300:])
     rec = {"kind": "health", "node": node, "exit": rc, "seconds": round(secs, 1),
