@@ -204,16 +204,19 @@ def main() -> int:
         if rc != 0:
             print(out)
             return 3
-        case_minutes = 0.0
+        vet_minutes = 1.5  # until measured: the longest vetting so far
         for case in cases:
             spent = (time.monotonic() - start) / 60
+            faulty = len({n for _, n in parse_case(case)})
+            case_minutes = vet_minutes * args.vets + (faulty if args.health else 0)
             if spent + case_minutes > args.max_minutes:
-                print(f"# stopped before {case}: {spent:.1f} min spent, a case takes "
+                print(f"# stopped before {case}: {spent:.1f} min spent, it would take "
                       f"{case_minutes:.1f} min, limit {args.max_minutes} min", flush=True)
                 break
-            t0 = time.monotonic()
             run_case(case, args, args.out)
-            case_minutes = max(case_minutes, (time.monotonic() - t0) / 60)
+            secs = [json.loads(ln)["seconds"] for ln in args.out.read_text().splitlines()
+                    if '"kind": "vet"' in ln]
+            vet_minutes = max(secs) / 60 + 0.1 if secs else vet_minutes
     finally:
         sh([HPCVAL, "lab", "down"])
     return 0
