@@ -55,6 +55,10 @@ def test_faults_change_only_their_node(layout: LabLayout) -> None:
     assert _tree(nodeview.view_dir(layout, "lab-n1")).keys() == clean.keys()
     assert v2["proc/cmdline"].strip().endswith(nodeview.CMDLINE_EXTRA)
     assert _mem_total(layout, "lab-n2") == total * 7 // 8
+    text = (nodeview.view_dir(layout, "lab-n2") / "proc/meminfo").read_text()
+    avail = int(next(ln for ln in text.splitlines() if ln.startswith("MemAvailable:"))
+                .split()[1])
+    assert 0 <= avail <= total * 7 // 8
     assert not any("dimm7/" in k for k in v2)
     assert v2["sys/class/infiniband/mlx5_0/fw_ver"] == nodeview.OLD_HCA_FIRMWARE + "\n"
     assert v2["sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error"] == "100\n"

@@ -95,12 +95,20 @@ def _write(path: Path, text: str) -> None:
 
 
 def _meminfo(real: str, scale: tuple[int, int]) -> str:
-    """The machine's ``meminfo`` with ``MemTotal`` multiplied by ``scale`` (num, den)."""
-    out = []
+    """The machine's ``meminfo`` with ``MemTotal`` multiplied by ``scale`` (num, den);
+    the memory taken away is taken from ``MemFree`` and ``MemAvailable`` too (it
+    would have been free), so neither exceeds the total."""
+    removed = 0
     for line in real.splitlines():
         if line.startswith("MemTotal:"):
-            kb = int(line.split()[1]) * scale[0] // scale[1]
-            line = f"MemTotal:       {kb:>8} kB"
+            total = int(line.split()[1])
+            removed = total - total * scale[0] // scale[1]
+    out = []
+    for line in real.splitlines():
+        key = line.split(":", 1)[0]
+        if removed and key in ("MemTotal", "MemFree", "MemAvailable"):
+            kb = max(0, int(line.split()[1]) - removed)
+            line = f"{key + ':':<16}{kb:>8} kB"
         out.append(line)
     return "\n".join(out) + "\n"
 
