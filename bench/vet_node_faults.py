@@ -183,6 +183,8 @@ def main() -> int:
     ap.add_argument("--health", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--out", type=Path, default=ROOT / "var/node-faults.jsonl")
     ap.add_argument("--max-minutes", type=float, default=24.0)
+    ap.add_argument("--skip-done", action="store_true",
+                    help="skip the cases --out already holds --vets vettings of")
     ap.add_argument("--table", type=Path, metavar="FILE", help="print FILE's Markdown table")
     args = ap.parse_args()
     if args.table:
@@ -191,6 +193,10 @@ def main() -> int:
     cases = args.cases.split(",")
     for c in cases:
         parse_case(c)
+    if args.skip_done and args.out.exists():
+        done = [json.loads(ln) for ln in args.out.read_text().splitlines() if ln.strip()]
+        cases = [c for c in cases
+                 if sum(r["kind"] == "vet" and r["case"] == c for r in done) < args.vets]
     if os.environ.get("HPCVAL_LAB_LOCKED") != "1":
         lock = open("/tmp/hpcval-lab.lock", "w")  # noqa: SIM115 - held until exit
         fcntl.flock(lock, fcntl.LOCK_EX)
