@@ -35,6 +35,7 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -128,6 +129,11 @@ def health_once(node: str) -> dict:
     return rec
 
 
+def line_codes(line: str) -> list[str]:
+    """The ``[HC-...]`` codes a health line names."""
+    return sorted(set(re.findall(r"\[(HC-[A-Z0-9-]+)\]", line)))
+
+
 def run_case(case: str, args: argparse.Namespace, out: Path) -> None:
     faults = parse_case(case)
     for fault, node in faults:
@@ -163,8 +169,18 @@ def table(path: Path) -> None:
           "load | id / line |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        codes = "; ".join(f"{n}: {', '.join(c)}" for n, c in sorted(r.get("codes", {}).items())
-                          if n in r["faulty"] or r["kind"] == "vet") or "-"
+        if r["kind"] == "vet":
+            codes = "; ".join(f"{n}: {', '.join(c)}" for n, c in sorted(r["codes"].items()))
+        else:  # what the line names (the record also keeps findings it did not act on)
+            codes = ", ".join(line_codes(r.get("line", "")))
+        codes = codes or "-"
+        if r["kind"] == "vet":
+            vj = ROOT / "var/lab/vet" / str(r.get("id")) / "vet.json"
+            culprits = (json.loads(vj.read_text())["verdict"]["culprits"] if vj.exists()
+                        else [])
+            if culprits:
+                given = all(c.get("remedy") for c in culprits)
+                codes += " (remedy " + ("given" if given else "MISSING") + ")"
         run = f"vet {r['vetting']}" if r["kind"] == "vet" else "health"
         named = ", ".join(r.get("named", [])) or "-" if r["kind"] == "vet" else r["node"]
         tail = r.get("id", "") if r["kind"] == "vet" else r.get("line", "")[:160]
