@@ -16,7 +16,7 @@ SYSTEM_PACKAGES := slurm-wlm munge libpmi2-0 iproute2 sshfs openssh-server \
 	libnetfilter-queue-dev iptables \
 	gcc g++ gfortran make autoconf automake libtool libtool-bin m4 pkgconf \
 	openmpi-bin libopenmpi-dev mpich libmpich-dev chromium \
-	prometheus prometheus-node-exporter prometheus-pushgateway
+	prometheus prometheus-node-exporter prometheus-pushgateway libopenblas0-pthread
 
 .PHONY: setup system-deps lock validate test lint clean
 

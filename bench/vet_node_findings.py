@@ -10,8 +10,8 @@ hpcval.vet.coded.judge, the function `hpcval vet` calls after its figures.
 
 Prints one Markdown row per size and seed: faulty nodes, named with the
 expected code, missed, named with another code, healthy nodes named, and the
-judging time (uniformity + counters + rules, the best of ``--repeats``, with
-the load average beside it).
+judging time (uniformity + counters + rules, the best of ``--repeats``: wall
+and CPU seconds of this process, with the load average beside them).
 
     .venv/bin/python bench/vet_node_findings.py [--sizes 64,1024,4096,16384] [--seeds 3]
 """
@@ -29,14 +29,15 @@ from hpcval.vet.simidentity import partition
 
 def one(n: int, seed: int, repeats: int) -> dict[str, float | int]:
     part = partition(n, seed=seed)
-    best = float("inf")
+    best = cpu = float("inf")
     verdict = Verdict(list(part.fingerprints))
     for _ in range(repeats):
         verdict = Verdict(list(part.fingerprints))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         coded.judge(verdict, part.fingerprints, part.unknown, part.now, part.previous,
                     JudgeSettings())
         best = min(best, time.perf_counter() - t0)
+        cpu = min(cpu, time.process_time() - c0)
     named: dict[str, set[str]] = {}
     for c in verdict.culprits:
         for node in c.nodes:
@@ -47,7 +48,7 @@ def one(n: int, seed: int, repeats: int) -> dict[str, float | int]:
     healthy = sum(1 for node in named if node not in part.expected)
     return {"n": n, "faulty": len(part.expected), "named": hit,
             "missed": len(part.expected) - hit, "other_code": other, "healthy_named": healthy,
-            "partition_findings": len(verdict.partition), "seconds": best}
+            "partition_findings": len(verdict.partition), "seconds": best, "cpu": cpu}
 
 
 def main() -> None:
@@ -57,15 +58,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     print("| nodes | seed | faulty nodes | named with their code | missed | also another code "
-          "| healthy named | partition findings | judging (s) | load average |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| healthy named | partition findings | judging (s) | CPU (s) | load average |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for n in (int(x) for x in args.sizes.split(",")):
         for seed in range(args.seeds):
             r = one(n, seed, args.repeats)
             load = " ".join(f"{x:.1f}" for x in os.getloadavg())
             print(f"| {n:,} | {seed} | {r['faulty']} | {r['named']} | {r['missed']} | "
                   f"{r['other_code']} | {r['healthy_named']} | {r['partition_findings']} | "
-                  f"{r['seconds']:.2f} | {load} |", flush=True)
+                  f"{r['seconds']:.2f} | {r['cpu']:.2f} | {load} |", flush=True)
 
 
 if __name__ == "__main__":

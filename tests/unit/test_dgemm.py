@@ -121,3 +121,15 @@ def test_runner_refuses_a_library_without_cblas(capsys: pytest.CaptureFixture[st
     libc = "libc.so.6"
     assert dgemm.main(["--n", "128", "--samples", "1", "--blas-lib", libc]) == 3
     assert "exports no cblas_dgemm" in capsys.readouterr().err
+
+
+DEBIAN_OPENBLAS = Path("/usr/lib/x86_64-linux-gnu/libopenblas.so.0")
+
+
+@pytest.mark.skipif(not DEBIAN_OPENBLAS.exists(),
+                    reason="Debian's OpenBLAS (libopenblas0-pthread: make system-deps)")
+def test_runner_through_a_cblas_library(capsys: pytest.CaptureFixture[str]) -> None:
+    """--blas-lib: a real CBLAS called on numpy's arrays, its product checked."""
+    assert dgemm.main(["--n", "256", "--samples", "2", "--blas-lib", str(DEBIAN_OPENBLAS)]) == 0
+    r = parse_dgemm(capsys.readouterr().out)
+    assert r.blas.startswith("libopenblas.so.0 (cblas_dgemm") and len(r.gflops) == 2

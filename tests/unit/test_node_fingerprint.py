@@ -58,6 +58,7 @@ def test_lscpu_of_a_two_socket_epyc() -> None:
         ("96", "48", "2", "2")
     assert cpu["numa_nodes"] == "8"
     assert cpu["numa_cpus"].split(" | ")[0] == "0-5,48-53"
+    assert hwtext.cpulist_text(hwtext.cpulist("0,1,2,5")) == "0-2,5"
     assert cpu["flags"] == "avx avx2 fma"  # no AVX-512 on Zen 1
     assert cpu["max_mhz"] == "2300"
 
@@ -126,9 +127,22 @@ def test_fingerprint_of_a_recorded_node(node: Path) -> None:
     assert values["memory"]["edac_mcs"] == "1"
     assert "edac_dimms" not in values["memory"]  # its csrows hold counts, no sizes
     assert values["cpu"]["numa_nodes"] == "3" and values["cpu"]["model"].startswith("Intel")
+    # 128 GiB per socket: node0's kernel share (34 MB less) reads the same
+    assert values["memory"]["numa_memory"].split(" | ")[:2] == ["128 GiB", "128 GiB"]
     # no kernel files in the recorded tree: named, not silently passed
     assert {"release", "cmdline"} <= set(unknown["kernel"])
     json.dumps([values, unknown])  # what the probe prints
+
+
+def test_memory_total_rounds_to_what_is_installed() -> None:
+    """The PowerEdge R520's kernel keeps back 1.6 % of its 12 x 16 GiB: the
+    rounded MemTotal is the installed total dmidecode lists."""
+    text = (DATA / "meminfo" / "percona-linux-007-poweredge-r520-memory.txt").read_text()
+    kib = int(text.split("MemTotal:")[1].split()[0])
+    dimms = hwtext.parse_dmidecode_memory(
+        (DATA / "dmidecode" / "percona-linux-007-poweredge-r520.txt").read_text())
+    assert dimms["dimm_sizes"] == "16384 MB x12"
+    assert round_memory(kib) == f"{12 * 16} GiB"
 
 
 def test_memory_total_rounding() -> None:
@@ -139,18 +153,28 @@ def test_memory_total_rounding() -> None:
     assert round_memory(int(263_749_632 * 7 / 8)) == "224 GiB"
 
 
-def test_edac_dimms_one_fewer(node: Path) -> None:
-    """The EDAC DIMM layout of the kernel's sysfs ABI (mc*/dimm*/size, in MB)
-    over the recorded tree: a DIMM of size 0 (gone) changes the fingerprint."""
-    mc = node / "sys/devices/system/edac/mc/mc0"
-    for i in range(4):
-        (mc / f"dimm{i}").mkdir()
-        (mc / f"dimm{i}" / "size").write_text("32768\n")
-        (mc / f"dimm{i}" / "dimm_mem_type").write_text("Registered-DDR4\n")
-    mem = fingerprint(node, env={})[0]["memory"]
-    assert (mem["edac_dimms"], mem["edac_dimm_sizes"]) == ("4", "32768 MB x4")
-    (mc / "dimm3" / "size").write_text("0\n")
-    assert fingerprint(node, env={})[0]["memory"]["edac_dimms"] == "3"
+def unpack_grep(text: str, dest: Path) -> None:
+    """A tree from ``grep -r . DIR`` output (``path:value`` lines)."""
+    for line in text.splitlines():
+        if line.startswith("/sys/"):
+            path, _, value = line.partition(":")
+            (dest / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path.lstrip("/")).write_text(value + "\n")
+
+
+def test_edac_ranks_of_a_real_controller_and_one_gone(tmp_path: Path) -> None:
+    """An AMD Family 17h controller listing its DIMMs as ranks (``rank*/size``
+    in MB); the recorded listing was cut after two ranks by its author."""
+    unpack_grep((DATA / "sysfs" / "linux-edac-list-f17h-grep.txt").read_text(), tmp_path)
+    mem = fingerprint(tmp_path, env={})[0]["memory"]
+    assert (mem["edac_mcs"], mem["edac_dimms"], mem["edac_dimm_sizes"], mem["edac_mem_type"]) \
+        == ("1", "2", "8192 MB x2", "Unbuffered-DDR4 x2")
+    counters = read_counters(tmp_path)
+    assert counters == {"memory/edac/mc0/ce": 0, "memory/edac/mc0/ce_noinfo": 0}
+    # a DIMM the controller no longer sees (size 0): another fingerprint
+    (tmp_path / "sys/devices/system/edac/mc/mc0/rank7/size").write_text("0\n")
+    mem = fingerprint(tmp_path, env={})[0]["memory"]
+    assert (mem["edac_dimms"], mem["edac_dimm_sizes"]) == ("1", "8192 MB x1")
 
 
 def test_an_unreadable_file_is_named_not_raised(node: Path) -> None:
@@ -167,6 +191,35 @@ def test_cmdline_masks_what_differs_by_nature() -> None:
             "BOOTIF=01-aa-bb-cc-dd-ee-ff ip=10.1.2.3::10.1.0.1:255.255.0.0 quiet")
     assert mask_cmdline(line) == ("BOOT_IMAGE=/vmlinuz-6.1.0 root=UUID=<uuid> ro "
                                   "BOOTIF=<mac> ip=<address> quiet")
+
+
+def test_software_the_checks_run(tmp_path: Path) -> None:
+    """The MPI of the PATH the checks run with and the Spack environment's lock."""
+    prefix = tmp_path / "spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin/mpiexec").write_text("")
+    (prefix / "lib/pkgconfig").mkdir(parents=True)
+    (prefix / "lib/pkgconfig/ompi.pc").write_text("Name: Open MPI\nVersion: 4.1.6\n")
+    env_dir = tmp_path / "envs/cpu"
+    env_dir.mkdir(parents=True)
+    lock = {"concrete_specs": {"abc123": {"name": "osu-micro-benchmarks"},
+                               "def456": {"name": "openmpi"}}}
+    (env_dir / "spack.lock").write_text(json.dumps(lock))
+    env = {"PATH": "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg/bin", "SPACK_ENV": "/envs/cpu"}
+    sw = fingerprint(tmp_path, env=env)[0]["software"]
+    assert sw["mpi"] == "ompi 4.1.6"
+    assert sw["mpi_prefix"] == "/spack/opt/linux-x86_64/openmpi-4.1.6-abcdefg"
+    assert sw["spack_env"] == "cpu" and len(sw["spack_lock"]) == 16
+    # Intel MPI installed by pip into a virtual environment: the wheel's version
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/mpiexec").write_text("")
+    (venv / "lib/python3.11/site-packages/impi_rt-2021.18.1.dist-info").mkdir(parents=True)
+    assert fingerprint(tmp_path, env={"PATH": "/venv/bin"})[0]["software"]["mpi"] == \
+        "impi_rt 2021.18.1"
+    lock["concrete_specs"]["def457"] = lock["concrete_specs"].pop("def456")  # rebuilt
+    (env_dir / "spack.lock").write_text(json.dumps(lock))
+    assert fingerprint(tmp_path, env=env)[0]["software"]["spack_lock"] != sw["spack_lock"]
 
 
 def test_mounts_default_and_configured(node: Path) -> None:
@@ -197,6 +250,18 @@ def test_counters_of_a_recorded_node(node: Path) -> None:
     assert not [n for n in counters if n.startswith("network/nic/")]  # no /sys/class/net
 
 
+def test_nic_counters_of_physical_interfaces_only(node: Path) -> None:
+    for iface, physical in (("eth0", True), ("lo", True), ("veth1a2b3c", False)):
+        stats = node / "sys/class/net" / iface / "statistics"
+        stats.mkdir(parents=True)
+        (stats / "rx_errors").write_text("7\n")
+        (stats / "tx_errors").write_text("0\n")
+        if physical:
+            (node / "sys/class/net" / iface / "device").mkdir()
+    nic = {n: v for n, v in read_counters(node).items() if n.startswith("network/nic/")}
+    assert nic == {"network/nic/eth0/rx_errors": 7, "network/nic/eth0/tx_errors": 0}
+
+
 def test_counters_rise_and_vanish(node: Path) -> None:
     (node / "sys/devices/system/edac/mc/mc0/ue_count").write_text("6\n")
     assert read_counters(node)["memory/edac/mc0/ue"] == 6
@@ -206,12 +271,25 @@ def test_counters_rise_and_vanish(node: Path) -> None:
 
 # -- this machine, through the probe ------------------------------------------
 
+@pytest.mark.skipif(shutil.which("lscpu") is None, reason="util-linux's lscpu")
+def test_lscpu_and_the_fingerprint_agree_on_this_machine() -> None:
+    said = hwtext.parse_lscpu(subprocess.run(["lscpu"], capture_output=True, text=True,
+                                             check=True, env={"LC_ALL": "C"}).stdout)
+    cpu = fingerprint(env={})[0]["cpu"]
+    for key in ("model", "vendor", "cpus", "cores", "sockets", "threads_per_core", "flags",
+                "numa_nodes", "numa_cpus"):
+        if key in said:
+            assert cpu[key] == said[key], key
+
+
 def test_the_probe_prints_them_fast() -> None:
     t0 = time.perf_counter()
-    values, _ = fingerprint()
+    values, unknown = fingerprint()
     read_counters()
     took = time.perf_counter() - t0
     assert values["kernel"]["release"] and values["cpu"]["cpus"]
+    # "*": a reader failed on something other than an unreadable file (its own fault)
+    assert not [c for c, keys in unknown.items() if "*" in keys], unknown
     assert took < 2.0, f"fingerprint and counters took {took:.2f} s"  # < 0.2 s unloaded
     out = subprocess.run([sys.executable, "-m", "hpcval.vet.probe", "--samples", "1",
                           "--interval", "0"], capture_output=True, text=True, check=True,

@@ -126,4 +126,8 @@ def test_hpcval_health_measures_this_node_and_says_one_line(tmp_path: Path, scal
     if code:
         assert "below the partition median" in lines[0]
     [saved] = (tmp_path / "var" / "lab" / "health").glob("*-lab-n2.json")
-    assert json.loads(saved.read_text())["line"] == lines[0]
+    record = json.loads(saved.read_text())
+    assert record["line"] == lines[0]
+    # what the probe read of the node is kept beside the samples (health.READINGS)
+    assert {"cpu", "kernel", "memory"} <= set(record["samples"]["fingerprint"])
+    assert isinstance(record["samples"]["counters"], dict)

@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--triad-n", type=int, default=None,
                    help="doubles per triad array (default: each array 4x the node's "
                    "last-level cache); refused past half the memory available per node")
+    p.add_argument("--dgemm", action="store_true",
+                   help="measure DGEMM on every node too (figure dgemm_gflops; one step more)")
+    p.add_argument("--dgemm-n", type=int, default=None,
+                   help="--dgemm: matrix order (default: one multiply ~1 s at the node's "
+                   "assumed peak, within half the memory available per node)")
     p.add_argument("--quiet", action="store_true", help="no progress lines (the plan is "
                    "still printed)")
     p.set_defaults(func=_vet)
@@ -84,6 +89,9 @@ def check_args(args: argparse.Namespace) -> None:
                          "(default 0.15: 15 % below the median); exit 2")
     if args.triad_n is not None and args.triad_n < 1000:
         raise InputError(f"--triad-n {args.triad_n}: at least 1000 doubles per array; exit 2")
+    if args.dgemm_n is not None and (args.dgemm_n < 64 or not args.dgemm):
+        raise InputError(f"--dgemm-n {args.dgemm_n}: an order of at least 64, with --dgemm; "
+                         "exit 2")
     if args.confirm < 0:
         raise InputError(f"--confirm {args.confirm}: 0 or more steps; exit 2")
     if args.gate is not None:
@@ -110,7 +118,8 @@ def _vet(args: argparse.Namespace) -> int:
     def announce(msg: str) -> None:
         print(f"vet: {msg}", file=sys.stderr, flush=True)
 
-    opts = Options(settings=Settings(samples=args.samples, triad_n=args.triad_n),
+    opts = Options(settings=Settings(samples=args.samples, triad_n=args.triad_n,
+                                     dgemm=args.dgemm, dgemm_n=args.dgemm_n),
                    judging=judging,
                    max_rounds=args.max_rounds, follow_up_rounds=args.follow_up,
                    confirm=args.confirm)

@@ -11,8 +11,10 @@ count):
 - ``network/ib/<dev>/<port>/<counter>``: ``symbol_error``,
   ``link_error_recovery``, ``link_downed``, ``port_rcv_errors`` of each
   RDMA port (``/sys/class/infiniband/<dev>/ports/<port>/counters/``);
-- ``network/nic/<iface>/rx_errors``, ``.../tx_errors``: each network
-  interface but ``lo`` (``/sys/class/net/<iface>/statistics/``);
+- ``network/nic/<iface>/rx_errors``, ``.../tx_errors``: each physical
+  network interface, one with a ``device`` (``/sys/class/net/<iface>/
+  statistics/``; ``lo``, veths, bridges and bonds left out: their names can
+  differ from node to node by nature, and their errors are their devices');
 - ``cpu/mce/exceptions/count``, ``cpu/mce/threshold/count``,
   ``cpu/mce/deferred/count``: machine-check exceptions, corrected-error
   threshold and deferred-error interrupts, summed over the CPUs (the ``MCE``,
@@ -66,8 +68,8 @@ def ib_counters(root: Path) -> dict[str, int | None]:
 def nic_counters(root: Path) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for iface in sorted((root / "sys/class/net").glob("*")):
-        if iface.name == "lo":
-            continue
+        if iface.name == "lo" or not (iface / "device").exists():
+            continue  # virtual: veths, bridges, bonds (what they sit on is counted)
         for name in ("rx_errors", "tx_errors"):
             path = iface / "statistics" / name
             if path.exists():

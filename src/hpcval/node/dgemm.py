@@ -24,8 +24,9 @@ shared library exporting ``cblas_dgemm``, e.g. the Spack environment's
 OpenBLAS, called through :mod:`ctypes` on the same numpy arrays), else
 numpy's own (``numpy.dot``). Its threads are the CPUs it may run on unless
 ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` say
-otherwise. Each product is checked (one column against a matrix-vector
-product): a BLAS that returns wrong numbers fast is an error, not a figure.
+otherwise (fewer threads than cores: the peak counts the cores the threads
+use). Each product is checked (one column against a matrix-vector product): a
+BLAS that returns wrong numbers fast is an error, not a figure.
 
 The matrix order comes from :func:`hpcval.node.sizing.dgemm` (one multiply about a
 second at the computed peak, the matrices within half the memory available).
@@ -42,7 +43,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +288,12 @@ def run(n: int, samples: int, blas_lib: str | None = None, peak: Peak | None = N
             raise DgemmError(f"sample {i + 1}: the product of {blas} is wrong (column "
                              f"{n // 2} differs from A b): not a figure")
     gflops = [2 * n ** 3 / s / 1e9 for s in seconds]
-    return Result(n, threads, blas, seconds, gflops, peak or node_peak(), size_reason)
+    peak = peak or node_peak()
+    if threads < peak.cores:
+        # fewer BLAS threads than cores (nodes sharing a machine): the peak of the cores used
+        peak = replace(peak, cores=threads,
+                       gflops=peak.gflops * threads / peak.cores if peak.gflops else None)
+    return Result(n, threads, blas, seconds, gflops, peak, size_reason)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,18 @@ def cpulist(text: str) -> list[int]:
     return cpus
 
 
+def cpulist_text(cpus: list[int]) -> str:
+    """The kernel's form of a CPU list (runs as ``a-b``): ``lscpu`` writes a run
+    of two as ``0,1`` where ``/sys`` writes ``0-1``; both compare in this form."""
+    runs: list[list[int]] = []
+    for cpu in sorted(set(cpus)):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+
+
 def flags_that_matter(flags: str) -> str:
     """The :data:`FLAGS_THAT_MATTER` among ``flags`` (space separated), sorted."""
     have = set(flags.split())
@@ -140,7 +152,7 @@ def parse_lscpu(text: str) -> dict[str, str]:
     if len(threads) == 1:
         out["threads_per_core"] = threads.pop()
     if numa:
-        out["numa_cpus"] = " | ".join(numa[n] for n in sorted(numa))
+        out["numa_cpus"] = " | ".join(cpulist_text(cpulist(numa[n])) for n in sorted(numa))
     if max_mhz:
         out["max_mhz"] = f"{max(max_mhz):.0f}"
     return out

@@ -47,6 +47,10 @@ The rules, each with its reason (the same words the checks record as the
 * **HPCG**: ``full`` follows HPCG's rule for an official run: the problem
   occupies >= 25 % of the node's memory and runs 1800 s; ``quick`` a 16^3
   grid per rank for 5 s.
+* **DGEMM**: the matrix order whose 2 n^3 FLOPs take 1 s (``full``: 4 s) at
+  the node's computed peak (:mod:`hpcval.node.dgemm`; unknown: 40 GFLOP/s per
+  CPU assumed), a multiple of 256 and at least 1024, the three matrices within
+  the memory share below.
 * **Memory**: nothing a check allocates may exceed half the node's memory
   (the other half is the system's and the page cache's); a rule that cannot
   be met within it is an error naming the sizes (:class:`SizingError`).

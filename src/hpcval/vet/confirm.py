@@ -42,7 +42,8 @@ from hpcval.vet.sitecfg import VetSite
 from hpcval.vet.slurm import Allocation
 
 #: per-node figures confirmed before naming, and the step that measures each again
-AGAIN = {"shm_pingpong_bw_1MiB": "shm-pingpong", "triad_bw": "triad", "cpu_mhz": "probe"}
+AGAIN = {"shm_pingpong_bw_1MiB": "shm-pingpong", "triad_bw": "triad", "cpu_mhz": "probe",
+         "dgemm_gflops": "dgemm"}
 #: healthy nodes measured beside the suspects
 CONTROLS = 4
 
@@ -113,10 +114,11 @@ def _step(alloc: Allocation, site: VetSite, fig: str, hosts: list[str],
             else:
                 why[n] = lost.get(g, measure._why(res))
         return samples, why
-    triad = AGAIN[fig] == "triad"
-    cmd = (first.triad_cmd if triad else
+    triad = AGAIN[fig] in ("triad", "dgemm")
+    dgemm = AGAIN[fig] == "dgemm"
+    cmd = (first.dgemm_cmd if dgemm else first.triad_cmd if triad else
            [sys.executable, "-m", "hpcval.vet.probe", f"--samples={settings.samples}"])
-    res = alloc.run(key, hosts, cmd, site.env,
+    res = alloc.run(key, hosts, cmd, first.dgemm_env if dgemm else site.env,
                     settings.step_timeout * (settings.samples if triad else 1), workdir,
                     independent=True)
     measure._save(workdir / "raw", key, res)
@@ -128,7 +130,8 @@ def _step(alloc: Allocation, site: VetSite, fig: str, hosts: list[str],
         elif triad and data["errors"]:
             why[n] = "; ".join(data["errors"])
         else:
-            samples[n] = data["triad_bw" if triad else "cpu_mhz"]
+            samples[n] = (data["dgemm"]["gflops"] if dgemm else
+                          data["triad_bw" if triad else "cpu_mhz"])
     return samples, why
 
 

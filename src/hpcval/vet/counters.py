@@ -14,7 +14,8 @@ changes them in ``vet-rules.yaml``):
   (``ue`` > 0), said as "baseline recorded";
 - IB symbol errors, link error recovery, link downed, port receive errors,
   NIC rx/tx errors, machine-check events: rate per hour since the previous
-  reading above the code's threshold (0: any rise), suspect;
+  reading (over at least :data:`MIN_HOURS`) above the code's threshold (0: any
+  rise), suspect;
 - corrected ECC: rate above ``max(threshold, factor x partition median
   rate)``, suspect;
 - a counter that fell (reboot, driver reload) is taken as counted from zero;
@@ -26,6 +27,7 @@ changes them in ``vet-rules.yaml``):
 from __future__ import annotations
 
 import functools
+import glob
 import json
 from collections import defaultdict
 from collections.abc import Mapping
@@ -38,6 +40,10 @@ from hpcval.vet.ranks import median
 from hpcval.vet.rules import Rules
 
 Reading = Mapping[str, Any]  # {"time": epoch seconds, "values": {name: int | None}}
+
+#: a rate is taken over at least this many hours: one error between two health
+#: runs a minute apart is 1/h, not 60/h (a threshold of 10/h then needs 11 errors)
+MIN_HOURS = 1.0
 
 _SOURCE_NAMES = {"memory/edac": "EDAC (memory error) counters",
                  "network/ib": "InfiniBand port counters",
@@ -112,7 +118,8 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
         mine: dict[str, list[Any]] = {}
         if prev is None:
             first.append(node)
-            ue = {n: v for n, v in values.items() if v and code_of(n) == "HC-ECC-UE"}
+            ue = {n: v for n, v in values.items()
+                  if isinstance(v, int) and v > 0 and code_of(n) == "HC-ECC-UE"}
             if ue:
                 total = sum(ue.values())
                 findings.append(Finding(
@@ -122,8 +129,8 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
                     rule="any uncorrected error (no previous reading)"))
             continue
         for name, v in values.items():
-            if v is None:
-                continue
+            if not isinstance(v, int):
+                continue  # null: named above; anything else is no count
             code = code_of(name)
             if code is None:
                 continue
@@ -155,13 +162,14 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
     # corrected ECC: against the partition's median rate (nodes without a rise count 0)
     judged = [n for n in current if previous.get(n) is not None]
     ce_rates = {n: rises.get(n, {}).get("HC-ECC-CE", [0, 1.0])[0]
-                / rises.get(n, {}).get("HC-ECC-CE", [0, 1.0])[1] for n in judged}
+                / max(MIN_HOURS, rises.get(n, {}).get("HC-ECC-CE", [0, 1.0])[1])
+                for n in judged}
     ce_median = median(list(ce_rates.values())) if ce_rates else 0.0
     for node in sorted(rises):
         prev = previous[node]
         assert prev is not None
         for code, (delta, hours, names) in sorted(rises[node].items()):
-            rate = delta / hours
+            rate = delta / max(hours, MIN_HOURS)
             limit = rules.limit(code)
             if code == "HC-ECC-CE":
                 limit = max(limit, rules.ce_factor * ce_median)
@@ -198,13 +206,16 @@ def previous_readings(vettings: list[dict[str, Any]], nodes: list[str],
     out: dict[str, dict[str, Any] | None] = {n: None for n in nodes}
     for v in vettings:
         for n, r in (v.get("counters") or {}).items():
-            if n in out and isinstance(r, dict) and "time" in r:
+            if (n in out and isinstance(r, dict) and isinstance(r.get("time"), (int, float))
+                    and isinstance(r.get("values"), dict)):
                 cur = out[n]
                 if cur is None or r["time"] >= cur["time"]:
                     out[n] = {**r, "source": f"vet {v['id']}"}
     if health_dir is not None and health_dir.is_dir():
         latest: dict[str, Path] = {}
-        for p in health_dir.glob("*.json"):
+        # one node (hpcval health): its own records only, not every node's
+        pattern = f"*-{glob.escape(nodes[0])}.json" if len(nodes) == 1 else "*.json"
+        for p in health_dir.glob(pattern):
             node = p.stem[24:]  # <run id (23 characters)>-<node>
             if node in out and (node not in latest or p.name > latest[node].name):
                 latest[node] = p

@@ -67,6 +67,10 @@ _LIST: list[Code] = [
        "check the CPU governor, power capping and thermal throttling (BMC sensor log)"),
     _c("HC-DGEMM", "cpu", "off", "DGEMM GFLOP/s below the partition",
        "check frequency throttling, cgroup CPU quotas, disabled cores and the BLAS in use"),
+    _c("HC-GPU", "gpu", "off", "a GPU's figure (memory triad, host-device copies, GEMM, the "
+       "node's NCCL all-reduce) below the partition's GPUs",
+       "check the GPU's clocks, power and thermal limits, its PCIe link (width, speed) and "
+       "nvidia-smi -q for errors"),
     _c("HC-CPUSHARE", "cpu", "off", "the gate's own CPU-share spin got less than its share: "
        "something else holds the node's CPUs",
        "find the process or cgroup quota holding the CPUs (top, systemd-cgtop)"),
@@ -126,7 +130,8 @@ FIGURE_CODES = {"triad_bw": "HC-TRIAD", "shm_pingpong_bw_1MiB": "HC-SHMBW", "cpu
                 "pingpong_bw_1MiB": "HC-PAIR"}
 
 #: counter kind (last element of a counter's name, with its source) -> code
-COUNTER_CODES = {"ue": "HC-ECC-UE", "ce": "HC-ECC-CE", "symbol_error": "HC-IB-SYMBOL",
+COUNTER_CODES = {"ue": "HC-ECC-UE", "ce": "HC-ECC-CE", "ue_noinfo": "HC-ECC-UE",
+                 "ce_noinfo": "HC-ECC-CE", "symbol_error": "HC-IB-SYMBOL",
                  "link_error_recovery": "HC-IB-RECOVERY", "link_downed": "HC-IB-DOWNED",
                  "port_rcv_errors": "HC-IB-RCVERR", "rx_errors": "HC-NIC-ERR",
                  "tx_errors": "HC-NIC-ERR", "count": "HC-MCE"}
@@ -138,6 +143,8 @@ def culprit_code(kind: str, figure: str) -> str:
         return "HC-LINK"
     if kind == "switch":
         return "HC-SWITCH"
+    if kind == "gpu" or figure.startswith("gpu_"):
+        return "HC-GPU"
     return FIGURE_CODES.get(figure, figure if figure in CODES else "HC-TUNING")
 
 

@@ -4,8 +4,10 @@
 without Slurm (no allocation, no step: slurmd runs it outside any job, and kills
 it after 60 s): the probe (tuning audit, CPU frequency), the triad (hpcval's
 ``cfdio`` on one rank, sized as a vetting sizes it) and the shared-memory
-PingPong (IMB-MPI1, 2 ranks on the node), each ``samples`` times, within a
-``budget`` of seconds. It judges each figure against two yardsticks:
+PingPong (IMB-MPI1, 2 ranks on the node), each ``samples`` times, and, where
+the vetting it judges against measured DGEMM (``hpcval vet --dgemm``), DGEMM
+at that vetting's matrix order, within a ``budget`` of seconds. It judges each
+figure against two yardsticks:
 
 - the **partition** as the last full vetting of it measured it
   (``var/<site>/vet/*/vet.json``: every node's figure there, the named nodes
@@ -49,7 +51,7 @@ from hpcval.vet.sitecfg import VetSite
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 #: The figures the gate measures and judges (latency is shown by a vetting, not judged).
-JUDGED = ("triad_bw", "shm_pingpong_bw_1MiB", "cpu_mhz")
+JUDGED = ("triad_bw", "shm_pingpong_bw_1MiB", "cpu_mhz", "dgemm_gflops")
 
 #: What the probe reads of the node besides figures (kept with the samples).
 READINGS = ("fingerprint", "fingerprint_unknown", "counters")
@@ -127,6 +129,8 @@ def judge_health(node: str, samples: dict[str, list[float]], audit: list[dict[st
     for fig in JUDGED:
         spec = FIGURES[fig]
         got = samples.get(fig) or []
+        if fig == "dgemm_gflops" and not got and dgemm_of(ref) is None:
+            continue  # a vetting without DGEMM: nothing measured, nothing to judge
         if len(got) < 3:
             verdict.notes.append(f"{spec.label}: {len(got)} sample(s), fewer than 3: not judged")
             continue
@@ -219,14 +223,41 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
         return measure.cfdio_binary(dataclasses.replace(site, env=env), bin_dir)
 
 
+def dgemm_of(ref: dict[str, Any]) -> dict[str, str] | None:
+    """The DGEMM size (``n``, ``threads``) the vetting ``ref`` measured its
+    partition at; ``None`` where it measured no DGEMM (the gate then measures none:
+    nothing to judge it against)."""
+    size = (ref.get("sizes") or {}).get("dgemm_gflops") or {}
+    return size if str(size.get("n", "")).isdigit() else None
+
+
+def measure_dgemm(clock: _Clock, env: dict[str, str], samples: int,
+                  size: dict[str, str]) -> list[float]:
+    """DGEMM at the vetting's order (and threads, where its nodes shared a machine),
+    ``samples`` multiplies in one run of :mod:`hpcval.node.dgemm`."""
+    env = dict(env)
+    if size.get("threads"):
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(size["threads"])
+    out = clock.run([sys.executable, "-m", "hpcval.node.dgemm", "--json",
+                     f"--samples={samples}", f"--n={size['n']}"], env, "DGEMM")
+    try:
+        gflops = json.loads(out.strip().splitlines()[-1])["gflops"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        raise EnvironmentFault("DGEMM printed no result line; exit 3") from None
+    return [float(g) for g in gflops]
+
+
 def measure_here(site: VetSite, samples: int, budget: float,
-                 raw: Path | None = None, probe_out: dict[str, Any] | None = None,
+                 raw: Path | None = None, dgemm: dict[str, str] | None = None,
+                 probe_out: dict[str, Any] | None = None,
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Probe, triad and shared-memory PingPong on this node, ``samples`` times each:
+    """Probe, triad and shared-memory PingPong on this node, ``samples`` times each,
+    and DGEMM at the size ``dgemm`` (:func:`dgemm_of`) where given:
     ``{figure: [samples]}`` with the probe's readings of the node beside them
     (:data:`READINGS`: its fingerprint, the keys it could not read, its error
-    counters), and the tuning audit; the probe's whole line into ``probe_out``
-    when given."""
+    counters), and the tuning audit; the probe's whole line, with the time it
+    was read (``read_at``), into ``probe_out`` when given."""
     clock = _Clock(budget)
     env = local_env(site)
     expect = [f"--expect={site.host_expectations}"] if site.host_expectations else []
@@ -279,6 +310,8 @@ def measure_here(site: VetSite, samples: int, budget: float,
             bw, lat = measure.pingpong_samples(table, source)
             figures["shm_pingpong_bw_1MiB"] += bw
             figures["shm_pingpong_lat_8B"] += lat
+        if dgemm:
+            figures["dgemm_gflops"] = measure_dgemm(clock, env, samples, dgemm)
     finally:
         msglen.unlink(missing_ok=True)
         if raw is None:

@@ -37,11 +37,13 @@ from datetime import datetime, timezone
 
 from hpcval.core.errors import EnvironmentFault
 from hpcval.vet import slurm as vslurm
+from hpcval.vet.findings import FIGURE_CODES
 
 MARK = "hpcval health"
 #: finding -> the code its drain reason carries
-CODES = {"triad_bw": "HC-TRIAD", "shm_pingpong_bw_1MiB": "HC-SHMBW", "cpu_mhz": "HC-MHZ",
-         "cpu_share": "HC-CPUSHARE", "tuning": "HC-TUNING"}
+#: (hpcval.vet.findings: the one registry of codes, dgemm_gflops's HC-DGEMM among them)
+CODES = {f: FIGURE_CODES[f] for f in ("triad_bw", "shm_pingpong_bw_1MiB", "cpu_mhz",
+                                      "dgemm_gflops", "cpu_share", "tuning")}
 _CODE = r"HC-[A-Z]+(?:-[A-Z]+)*"  # hpcval.vet.findings.CODES
 REASON = re.compile(rf"^hpcval health \[(?P<codes>{_CODE}(?:,{_CODE})*)\] "
                     r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z): (?P<evidence>.+)$")

@@ -10,11 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcval.core.errors import HpcvalError
+from hpcval.core.errors import HpcvalError, InputError
 from hpcval.vet import counters, health, healthdrain, healthstorm, uniformity
 from hpcval.vet import rules as vrules
 from hpcval.vet.findings import Finding
-from hpcval.vet.health import HealthVerdict, judge_health, measure_here
+from hpcval.vet.health import (
+    HealthVerdict,
+    dgemm_of,
+    judge_health,
+    last_full_vet,
+    measure_here,
+)
 from hpcval.vet.judge import JudgeSettings
 from hpcval.vet.sitecfg import VetSite
 
@@ -69,8 +75,13 @@ class _Passes:
             return healthstorm.PassResult(started, time.monotonic() - t0, [before, after],
                                           {"cpu_share": share},
                                           {"cpu_share": ev} if ev else {}, light=True)
+        try:
+            size = dgemm_of(last_full_vet(self.results, self.node, self.settings))
+        except InputError:
+            size = None  # judge_health says why there is nothing to judge against
         figures, audit = measure_here(self.site, self.opts.samples,
-                                      budget - 2 * self.opts.spin - 0.5, probe_out=self.probe)
+                                      budget - 2 * self.opts.spin - 0.5, dgemm=size,
+                                      probe_out=self.probe)
         after = healthstorm.spin(self.opts.spin)
         verdict = judge_health(self.node, figures, audit, self.results, self.settings)
         self.figures, self.verdict = figures, verdict

@@ -52,7 +52,7 @@ LOW_SHARE = 0.5
 #: cgroup for its CPU quota this fraction of every reading's time
 THROTTLED = 0.3
 #: figures that a share of the CPU limits (judged only in passes that are not busy)
-CONTENDED = ("triad_bw", "shm_pingpong_bw_1MiB")
+CONTENDED = ("triad_bw", "shm_pingpong_bw_1MiB", "dgemm_gflops")
 
 
 @dataclass

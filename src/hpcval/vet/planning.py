@@ -67,6 +67,8 @@ class Plan:
     again_steps: int = 0
     #: steps confirming per-node suspects beside healthy controls, at most
     confirm_steps: int = 0
+    #: a DGEMM step among the per-node steps (``--dgemm``)
+    dgemm: bool = False
 
     @property
     def steps(self) -> int:
@@ -82,7 +84,9 @@ class Plan:
                   if self.confirm_steps else "")
         return (f"plan: {self.nodes} nodes, 1 job, at most {self.steps} srun steps "
                 f"({self.node_steps} per-node: probe, triad, shared-memory PingPong"
-                f"{', GPU probe' if self.node_steps > NODE_STEPS else ''}; {self.rounds} "
+                f"{', DGEMM' if self.dgemm else ''}"
+                f"{', GPU probe' if self.node_steps > NODE_STEPS + self.dgemm else ''}; "
+                f"{self.rounds} "
                 f"round(s) of pairs, one step each; up to {self.follow_up_rounds} follow-up "
                 f"round(s){again}), one srun at a time; expected wall time "
                 f"~{self.wall_s:.0f} s ({self.assumptions})")
@@ -125,7 +129,7 @@ def make_plan(site: VetSite, nodes: Sequence[str], opts: Options) -> Plan:
     from hpcval.vet.schedule import plan
 
     rounds = len(plan(nodes, opts.max_rounds))
-    node_steps = NODE_STEPS + int(site.gpus)
+    node_steps = NODE_STEPS + int(site.gpus) + int(opts.settings.dgemm)
     later = rounds + opts.follow_up_rounds
     rec, sizes = recorded_step_seconds(site.var / "vet", site.slurm_partition)
     kinds = ("probe", "triad", "shm-pingpong", "round") + (("gpu-probe",) if site.gpus
@@ -153,8 +157,12 @@ def make_plan(site: VetSite, nodes: Sequence[str], opts: Options) -> Plan:
                        f"{MPI_START_S:.0f} s per MPI world (the lab's), pairs at "
                        f"{'the site reference ' if ref else 'an assumed '}{rate:.0f} MB/s, "
                        "triad at 1 GB/s, follow-up rounds included")
+    if opts.settings.dgemm:
+        # DGEMM: the recorded step's median, else (samples + warm-up) multiplies of ~2 s
+        wall += (statistics.median(rec["dgemm"]) if rec.get("dgemm") else
+                 TASKS_START_S + (opts.settings.samples + 1) * 2.0)
     return Plan(len(nodes), rounds, opts.follow_up_rounds, node_steps, wall, assumptions,
-                again_steps=opts.again, confirm_steps=opts.confirm)
+                again_steps=opts.again, confirm_steps=opts.confirm, dgemm=opts.settings.dgemm)
 
 
 def check_plan(plan_: Plan, max_steps: int) -> None:

@@ -1,5 +1,6 @@
 """What ``hpcval vet`` reads on each node: the tuning audit, the CPU frequency,
-the memory available, and (``--triad``) the node's triad samples.
+the memory available, and (``--triad``) the node's triad samples, or (``--dgemm``)
+its DGEMM samples.
 
 Runs as one task per node of one srun step over all nodes
 (``python -m hpcval.vet.probe``) and prints one line ``HPCVAL-VET-PROBE {json}``
@@ -17,6 +18,10 @@ With ``--triad CFDIO --triad-n N --reps R`` it runs instead ``samples`` times
 variables removed, so each is an MPI singleton) and prints the best triad of
 each run; a run that fails or is killed is named with its cause (a signal:
 which one), never dropped silently.
+
+With ``--dgemm [--dgemm-n N]`` it runs instead :mod:`hpcval.node.dgemm` for
+``samples`` multiplies and prints ``"dgemm": {"gflops": [...], "peak_gflops",
+"blas", "n", ...}``; a run that fails is named in ``errors``.
 """
 
 from __future__ import annotations
@@ -105,6 +110,23 @@ def triad_samples(cmd: list[str], samples: int) -> tuple[list[float], list[str]]
     return values, errors
 
 
+def dgemm_samples(samples: int, n: int | None) -> tuple[dict[str, object], list[str]]:
+    """Run the DGEMM runner (:mod:`hpcval.node.dgemm`) once for ``samples``
+    multiplies: (its ``dgemm`` object, the cause if it printed none)."""
+    cmd = [sys.executable, "-m", "hpcval.node.dgemm", "--json", f"--samples={samples}",
+           *([f"--n={n}"] if n else [])]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_PMI_PREFIXES)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+    except (ValueError, IndexError):
+        data = None
+    if isinstance(data, dict) and data.get("gflops"):
+        return data, []
+    empty = {"gflops": [], "peak_gflops": None, "blas": "", "n": n or 0}
+    return empty, [f"dgemm: {_cause(proc.returncode, proc.stderr)}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hpcval.vet.probe")
     ap.add_argument("--expect", help="host expectations YAML of the site")
@@ -115,7 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--mounts", help="comma-separated mount points jobs need (default: every "
                     "mount of a storage file system)")
+    ap.add_argument("--dgemm", action="store_true", help="run SAMPLES DGEMM multiplies instead")
+    ap.add_argument("--dgemm-n", type=int, default=None, help="DGEMM's matrix order "
+                    "(default: sized on the node, hpcval.node.sizing.dgemm)")
     args = ap.parse_args(argv)
+    if args.dgemm:
+        data, errors = dgemm_samples(args.samples, args.dgemm_n)
+        print(MARKER + json.dumps({"host": socket.gethostname(), "dgemm": data,
+                                   "errors": errors}), flush=True)
+        return 0
     if args.triad:
         values, errors = triad_samples([args.triad, "--mode", "triad", "--triad-n",
                                         str(args.triad_n), "--reps", str(args.reps)],

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from hpcval.core.fileio import atomic_write
+from hpcval.vet.findings import CODES
 from hpcval.vet.judge import FIGURES
 
 ORDER = ["pingpong_bw_1MiB", "triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B",
-         "cpu_mhz"]
+         "cpu_mhz", "dgemm_gflops"]
 
 
 def _fmt(v: float) -> str:
@@ -87,6 +88,7 @@ def result_lines(result: Mapping[str, Any], max_notes: int | None = None) -> lis
         lines.append(f"Unmeasured ({len(result['unmeasured'])}): the vetting is incomplete "
                      "(exit 4)")
         lines += [f"  {u['kind']:<6} {u['name']}: {u['cause']}" for u in result["unmeasured"]]
+        lines.append(f"  [HC-LOST] remedy: {CODES['HC-LOST'].remedy}")
     return lines
 
 

@@ -97,6 +97,8 @@ def parse(data: Any, path: Path) -> Rules:
             raise _bad(path, where, "must be a mapping with severity, threshold or factor")
         for k, v in spec.items():
             if k == "severity":
+                if v is False:  # YAML 1.1 reads an unquoted off as false
+                    v = "off"
                 if v not in (*SEVERITIES, "ignore"):
                     raise _bad(path, f"{where}.severity", f"{v!r} is not one of "
                                "off, suspect, unknown, ignore")

@@ -88,9 +88,13 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
 
     The plan is printed (``announce``, else ``progress``) before anything runs
     and refused if it needs more steps than the cluster's ``MaxStepCount``."""
-    rules = vrules.load(site.dir)  # a bad rules file: exit 2 before anything runs
-    previous = counters.previous_readings(stored_results(site), list(nodes),
-                                          site.var / "health")
+    try:  # a bad rules file or stored vetting: exit 2 before anything runs
+        rules = vrules.load(site.dir)
+        previous = counters.previous_readings(stored_results(site), list(nodes),
+                                              site.var / "health")
+    except InputError:
+        _remove_empty(workdir)
+        raise
     the_plan = make_plan(site, nodes, opts)
     (announce or progress)(the_plan.text())
     try:
@@ -220,7 +224,8 @@ def judge_nodes(verdict: Verdict, samples: measure.NodeSamples, settings: JudgeS
     """The per-node figures, the audit and the site's references; with
     ``confirmed`` (``vet.json``'s ``confirm``), a node named on a per-node figure
     stays named only where its second measurement confirms it."""
-    for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz"):
+    for fig in ("triad_bw", "shm_pingpong_bw_1MiB", "shm_pingpong_lat_8B", "cpu_mhz",
+                "dgemm_gflops"):
         if samples.figures.get(fig):
             judge_node_figure(samples.figures[fig], FIGURES[fig], settings, verdict,
                               judged=fig not in INFORMATIONAL)
@@ -367,8 +372,10 @@ def gate(site: VetSite, node: str, opts: Options, progress: Progress,
     if stored_note:
         result["verdict"]["notes"].append(stored_note)
     if not ok:
-        ev = [c["evidence"] for c in result["verdict"]["culprits"] if node in c["nodes"]]
-        vslurm.drain(node, f"hpcval gate {vet_id}: " + (" | ".join(ev) or stored_note))
+        mine = [c for c in result["verdict"]["culprits"] if node in c["nodes"]]
+        codes = sorted({c.get("code") or "" for c in mine} - {""}) or ["HC-LOST"]
+        ev = " | ".join(dict.fromkeys(c["evidence"] for c in mine)) or stored_note
+        vslurm.drain(node, f"hpcval gate [{','.join(codes)}] {vet_id}: " + " ".join(ev.split()))
         result["drained"] = [node]
     paths = report.write(result, workdir)
     return ok, result, paths

@@ -33,8 +33,24 @@ ABSENT = "(absent)"
 UNREAD = "(unreadable)"
 
 
-def _short(value: str, width: int = 80) -> str:
+def _short(value: Any, width: int = 80) -> str:
+    value = str(value)
     return value if len(value) <= width else value[:width - 3] + "..."
+
+
+def clean(fp: Any) -> dict[str, dict[str, str]]:
+    """A probe's fingerprint as category -> key -> string (anything else left out:
+    a probe line is a node's word, not trusted to have the shape)."""
+    if not isinstance(fp, dict):
+        return {}
+    return {str(c): {str(k): str(v) for k, v in kv.items() if v is not None}
+            for c, kv in fp.items() if isinstance(kv, dict)}
+
+
+def clean_unknown(u: Any) -> dict[str, list[str]]:
+    if not isinstance(u, dict):
+        return {}
+    return {str(c): [str(k) for k in ks] for c, ks in u.items() if isinstance(ks, list)}
 
 
 class _Group:
@@ -133,7 +149,8 @@ def judge(fingerprints: Mapping[str, Fingerprint],
     if len(fingerprints) < min_nodes:
         return [], {}, [f"uniformity: {len(fingerprints)} node(s) with a fingerprint, fewer "
                         f"than {min_nodes}: no majority to judge against"]
-    groups = _groups(fingerprints, unknown or {})
+    fingerprints = {n: clean(fp) for n, fp in fingerprints.items()}
+    groups = _groups(fingerprints, {n: clean_unknown(u) for n, u in (unknown or {}).items()})
     maj = _majority(groups, rules)
     findings: list[Finding] = []
     for cat, keys in maj.items():
@@ -185,13 +202,16 @@ def against_recorded(node: str, fingerprint: Fingerprint,
     """One node (``hpcval health``) against the majority a vetting recorded
     (``vet.json`` ``fingerprint_majority``)."""
     rules = rules or Rules()
-    unknown = unknown or {}
+    fingerprint = clean(fingerprint)
+    unknown = clean_unknown(unknown)
     out: list[Finding] = []
     for cat, keys in recorded.items():
+        if not isinstance(keys, dict):
+            continue
         mine = fingerprint.get(cat) or {}
         unread = set(unknown.get(cat, ()))
         for k, m in keys.items():
-            if k in rules.ignore_keys.get(cat, set()):
+            if k in rules.ignore_keys.get(cat, set()) or not isinstance(m, dict):
                 continue
             v = UNREAD if k in unread else mine.get(k, ABSENT)
             allowed = rules.allow.get(cat, {}).get(k)
