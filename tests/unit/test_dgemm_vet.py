@@ -4,12 +4,13 @@ per-node size, the plan's extra step, and health's judging of ``dgemm_gflops``."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from hpcval.node import sizing
-from hpcval.vet import health, measure, probe
+from hpcval.vet import dgemmstep, health, measure, probe
 from hpcval.vet.judge import FIGURES, JudgeSettings
 from hpcval.vet.sitecfg import VetSite
 
@@ -40,11 +41,11 @@ def test_probe_dgemm_failure_is_named(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_dgemm_size_splits_a_shared_machine_and_bounds_memory(tmp_path: Path) -> None:
     site = _site(tmp_path, cpus=8)
-    alone = measure.dgemm_size(site, measure.Settings(dgemm=True), None)
-    shared = measure.dgemm_size(site, measure.Settings(dgemm=True), None, shared_by=8)
+    alone = dgemmstep.dgemm_size(site, measure.Settings(dgemm=True), None)
+    shared = dgemmstep.dgemm_size(site, measure.Settings(dgemm=True), None, shared_by=8)
     assert shared.params["n"] < alone.params["n"]
     with pytest.raises(sizing.SizingError, match="--dgemm-n 20000"):
-        measure.dgemm_size(site, measure.Settings(dgemm=True, dgemm_n=20000), sizing.GIB)
+        dgemmstep.dgemm_size(site, measure.Settings(dgemm=True, dgemm_n=20000), sizing.GIB)
     probes = {"a": {"boot_id": "x"}, "b": {"boot_id": "x"}, "c": {"boot_id": "y"}}
     assert measure.sharing(probes) == 2
 
@@ -55,6 +56,9 @@ def test_health_judges_dgemm_against_the_vetting_that_measured_it() -> None:
     ref = {"id": "20261128T000000Z-aaaaaa", "sizes": {"dgemm_gflops": {"n": "1024"}},
            "verdict": {"nodes": nodes, "table": table, "named_nodes": []}}
     assert health.dgemm_of(ref) == {"n": "1024"}
+    timed = {**ref, "step_seconds": {"dgemm": 12.0},
+             "node_samples": {"dgemm_gflops": {n: [1.0] * 5 for n in nodes}}}
+    assert health.dgemm_of(timed) == {"n": "1024", "seconds": "2.000"}
     slow = health.judge_health("n0", {"dgemm_gflops": [20.0, 21.0, 22.0]}, [], [ref],
                                JudgeSettings())
     assert not slow.ok and any(e.startswith(FIGURES["dgemm_gflops"].label)
@@ -87,3 +91,12 @@ def test_the_plan_counts_and_names_the_dgemm_step(tmp_path: Path) -> None:
                                             "verdict": {"nodes": names}}))
     assert planning.make_plan(site, names, opts).wall_s == pytest.approx(
         planning.make_plan(site, names, planning.Options()).wall_s + 40.0)
+
+
+def test_health_measures_dgemm_only_within_its_budget() -> None:
+    env = dict(os.environ)
+    short = health._Clock(5.0)
+    assert health.measure_dgemm(short, env, {"n": "128", "seconds": "2.0"}) == []
+    got = health.measure_dgemm(health._Clock(60.0), env, {"n": "128", "seconds": "0.01",
+                                                           "threads": "1"})
+    assert len(got) == health.DGEMM_SAMPLES and all(g > 0 for g in got)

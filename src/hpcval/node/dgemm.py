@@ -311,9 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = ap.parse_args(argv)
     try:
-        if args.samples < 1 or (args.n is not None and args.n < 64):
-            raise DgemmError(f"--samples {args.samples} --n {args.n}: at least 1 sample and "
-                             "an order of at least 64; exit 2")
+        if args.samples < 1:
+            raise DgemmError(f"--samples {args.samples}: at least 1 multiply; exit 2")
+        if args.n is not None and args.n < 64:
+            raise DgemmError(f"--n {args.n}: an order of at least 64; exit 2")
         if args.flops_per_cycle is not None and args.flops_per_cycle < 1:
             raise DgemmError(f"--flops-per-cycle {args.flops_per_cycle}: at least 1; exit 2")
         cpus = usable_cpus()

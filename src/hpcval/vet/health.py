@@ -5,8 +5,9 @@ without Slurm (no allocation, no step: slurmd runs it outside any job, and kills
 it after 60 s): the probe (tuning audit, CPU frequency), the triad (hpcval's
 ``cfdio`` on one rank, sized as a vetting sizes it) and the shared-memory
 PingPong (IMB-MPI1, 2 ranks on the node), each ``samples`` times, and, where
-the vetting it judges against measured DGEMM (``hpcval vet --dgemm``), DGEMM
-at that vetting's matrix order, within a ``budget`` of seconds. It judges each
+the vetting it judges against measured DGEMM (``hpcval vet --dgemm``), 3 DGEMM
+multiplies at that vetting's matrix order (where the budget left allows twice
+what they took there), within a ``budget`` of seconds. It judges each
 figure against two yardsticks:
 
 - the **partition** as the last full vetting of it measured it
@@ -223,24 +224,40 @@ def _cfdio(site: VetSite, env: dict[str, str]) -> str:
         return measure.cfdio_binary(dataclasses.replace(site, env=env), bin_dir)
 
 
+#: DGEMM multiplies the gate takes (after one warm-up): the fewest it judges, so the
+#: 60 s a HealthCheckProgram has are not spent on one figure
+DGEMM_SAMPLES = 3
+
+
 def dgemm_of(ref: dict[str, Any]) -> dict[str, str] | None:
     """The DGEMM size (``n``, ``threads``) the vetting ``ref`` measured its
-    partition at; ``None`` where it measured no DGEMM (the gate then measures none:
-    nothing to judge it against)."""
-    size = (ref.get("sizes") or {}).get("dgemm_gflops") or {}
-    return size if str(size.get("n", "")).isdigit() else None
+    partition at, and ``seconds``: what one multiply took there (its DGEMM step over
+    its multiplies and warm-up); ``None`` where it measured no DGEMM (the gate then
+    measures none: nothing to judge it against)."""
+    size = dict((ref.get("sizes") or {}).get("dgemm_gflops") or {})
+    if not str(size.get("n", "")).isdigit():
+        return None
+    step = (ref.get("step_seconds") or {}).get("dgemm")
+    counts = [len(v) for v in (ref.get("node_samples") or {}).get("dgemm_gflops", {}).values()]
+    if step and counts:
+        size["seconds"] = f"{float(step) / (max(counts) + 1):.3f}"
+    return size
 
 
-def measure_dgemm(clock: _Clock, env: dict[str, str], samples: int,
-                  size: dict[str, str]) -> list[float]:
+def measure_dgemm(clock: _Clock, env: dict[str, str], size: dict[str, str]) -> list[float]:
     """DGEMM at the vetting's order (and threads, where its nodes shared a machine),
-    ``samples`` multiplies in one run of :mod:`hpcval.node.dgemm`."""
+    :data:`DGEMM_SAMPLES` multiplies in one run of :mod:`hpcval.node.dgemm`; none
+    (the figure then is not judged, and says so) where the budget left is shorter
+    than twice what they took in the vetting."""
+    need = 2 * (DGEMM_SAMPLES + 1) * float(size.get("seconds") or 0)
+    if clock.end - time.monotonic() < need:
+        return []
     env = dict(env)
     if size.get("threads"):
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(size["threads"])
     out = clock.run([sys.executable, "-m", "hpcval.node.dgemm", "--json",
-                     f"--samples={samples}", f"--n={size['n']}"], env, "DGEMM")
+                     f"--samples={DGEMM_SAMPLES}", f"--n={size['n']}"], env, "DGEMM")
     try:
         gflops = json.loads(out.strip().splitlines()[-1])["gflops"]
     except (ValueError, IndexError, KeyError, TypeError):
@@ -311,7 +328,7 @@ def measure_here(site: VetSite, samples: int, budget: float,
             figures["shm_pingpong_bw_1MiB"] += bw
             figures["shm_pingpong_lat_8B"] += lat
         if dgemm:
-            figures["dgemm_gflops"] = measure_dgemm(clock, env, samples, dgemm)
+            figures["dgemm_gflops"] = measure_dgemm(clock, env, dgemm)
     finally:
         msglen.unlink(missing_ok=True)
         if raw is None:

@@ -12,7 +12,17 @@ from typing import Any
 
 from hpcval.core.errors import InputError, StoreError
 from hpcval.core.runid import new_run_id
-from hpcval.vet import campaign, coded, confirm, counters, gpu_measure, measure, report, stored
+from hpcval.vet import (
+    campaign,
+    coded,
+    confirm,
+    counters,
+    dgemmstep,
+    gpu_measure,
+    measure,
+    report,
+    stored,
+)
 from hpcval.vet import rules as vrules
 from hpcval.vet import slurm as vslurm
 from hpcval.vet.judge import (
@@ -115,6 +125,9 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         progress(f"job {alloc.job_id}: per-node figures on all nodes at once")
         node_samples = measure.node_phase(alloc, site, nodes, opts.settings, workdir, progress,
                                           again=opts.again)
+        if opts.settings.dgemm:
+            dgemmstep.dgemm_step(alloc, site, list(nodes), opts.settings, workdir, node_samples,
+                                 progress)
         gpu_samples: dict[str, Any] = {}
         if site.gpus:
             gpu_samples, gpu_failures = gpu_measure.gpu_phase(alloc, site, nodes, opts.settings,
