@@ -165,7 +165,9 @@ def run_case(case: str, args: argparse.Namespace, out: Path) -> None:
 
 def table(path: Path) -> None:
     rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
-    print("| case | nodes | run | faulty | named | codes (faulty nodes) | exit | seconds | "
+    # a vetting the bench's own stop interrupted (SIGINT: exit -2) measured nothing
+    rows = [r for r in rows if r["exit"] >= 0]
+    print("| case | nodes | run | faulty | named | codes | exit | seconds | "
           "load | id / line |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -182,7 +184,10 @@ def table(path: Path) -> None:
                 given = all(c.get("remedy") for c in culprits)
                 codes += " (remedy " + ("given" if given else "MISSING") + ")"
         run = f"vet {r['vetting']}" if r["kind"] == "vet" else "health"
-        named = ", ".join(r.get("named", [])) or "-" if r["kind"] == "vet" else r["node"]
+        if r["kind"] == "vet":
+            named = ", ".join(r.get("named", [])) or "-"
+        else:  # health judges the node it runs on: exit 1 names it
+            named = f"{r['node']}" if r["exit"] == 1 else f"- ({r['node']} not named)"
         tail = r.get("id", "") if r["kind"] == "vet" else r.get("line", "")[:160]
         print(f"| {r['case']} | {r['nodes']} | {run} | {', '.join(r['faulty']) or '-'} | "
               f"{named} | {codes} | {r['exit']} | {r['seconds']} | {r['load']} | "
