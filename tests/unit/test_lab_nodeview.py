@@ -108,3 +108,13 @@ def test_mount_script_binds_every_view_path(layout: LabLayout) -> None:
     for rel in nodeview.VIEW_DIRS:
         if not Path("/", rel).exists():
             assert f"mkdir -p /{rel}" in script and "-t overlay" in script
+
+
+def test_status_names_each_nodes_faults(layout: LabLayout) -> None:
+    from hpcval.lab import cluster
+    from hpcval.lab.state import LabState
+
+    LabState(nodes=3, subnet=layout.subnet, node_views=True, ready=True).save(layout.state_file)
+    nodeview.inject(layout, "lab-n2", "hca-firmware")
+    st = cluster.status(state_dir=layout.state_dir)
+    assert st.node_views == {"lab-n1": [], "lab-n2": ["hca-firmware"], "lab-n3": []}

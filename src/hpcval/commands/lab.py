@@ -144,6 +144,9 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  file server: sshd {fs.sshd}, serves {fs.export}")
         for node, text in fs.mounts.items():
             print(f"    {node:<8} {fs.mount}: {text}")
+    if st.node_views:
+        faulty = [f"{n} {', '.join(f)}" for n, f in st.node_views.items() if f]
+        print(f"  node views: {'; '.join(faulty) or 'no fault injected'}")
     for node, text in st.delay_nodes.items():
         print(f"  delay {st.delay} {node:<8} {text}")
     for problem in st.problems:

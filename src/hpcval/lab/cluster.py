@@ -317,6 +317,8 @@ class LabStatus:
     #: node (and file server) -> its delay daemon's figures
     delay_nodes: dict[str, str] = field(default_factory=dict)
     fileserver: fileserver.FileServerStatus | None = None
+    #: node -> faults injected into its view (``up --node-views``; empty without views)
+    node_views: dict[str, list[str]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -354,6 +356,9 @@ def status(state_dir: Path | None = None) -> LabStatus:
                 text, problems = delay_mod.node_status(layout, state, node)
                 result.delay_nodes[node.name] = text
                 result.problems += problems
+    if state.node_views:
+        result.node_views = {n.name: sorted(nodeview.load_faults(layout, n.name))
+                             for n in layout.nodes}
     result.fileserver = fileserver.status(state)
     if result.fileserver is not None:
         fs = layout.file_server
