@@ -95,6 +95,10 @@ def test_bad_node_fault_or_count_is_one_clear_error(layout: LabLayout) -> None:
         nodeview.inject(layout, "lab-n1", "nosuch")
     with pytest.raises(LabError, match="--count is for the counter faults"):
         nodeview.inject(layout, "lab-n1", "dimm", count=3)
+    with pytest.raises(LabError, match="--cpus 0.5: for cpu-throttle only"):
+        nodeview.inject(layout, "lab-n1", "dimm", cpus=0.5)
+    with pytest.raises(LabError, match="--cpus 0.0: for cpu-throttle only"):
+        nodeview.inject(layout, "lab-n1", "cpu-throttle", cpus=0.0)
     with pytest.raises(LabError, match="positive"):
         nodeview.inject(layout, "lab-n1", "ecc-corrected", count=0)
 

@@ -78,6 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inj.add_argument("fault", nargs="?", metavar="FAULT", help="fault to inject (see the list)")
     inj.add_argument("--count", type=int, default=None, metavar="N",
                      help="for the counter faults: raise the counter by N")
+    inj.add_argument("--cpus", type=float, default=None, metavar="X",
+                     help="for cpu-throttle: the quota in CPUs (default half the node's share "
+                     "of the machine's CPUs; on a busy machine a node gets less than that "
+                     "share anyway, so a lower quota is needed to bind)")
     inj.set_defaults(func=_inject)
 
     clr = sub.add_parser("clear", help="undo the faults injected into a node's view")
@@ -219,7 +223,7 @@ def _inject(args: argparse.Namespace) -> int:
             print(f"  {name:<17} {text}")
         return 0
     layout = cluster.views_layout()
-    print(nodeview.inject(layout, args.node, args.fault, count=args.count))
+    print(nodeview.inject(layout, args.node, args.fault, count=args.count, cpus=args.cpus))
     return 0
 
 

@@ -322,14 +322,18 @@ def _add(path: Path, count: int) -> int:
     return value
 
 
-def inject(layout: LabLayout, node: str, fault: str, count: int | None = None) -> str:
-    """Inject ``fault`` into ``node``'s view; returns one line saying what changed."""
+def inject(layout: LabLayout, node: str, fault: str, count: int | None = None,
+           cpus: float | None = None) -> str:
+    """Inject ``fault`` into ``node``'s view; returns one line saying what changed.
+    ``cpus``: the ``cpu-throttle`` quota in CPUs (default half the node's share)."""
     check_node(layout, node)
     if fault not in FAULTS:
         raise LabError(f"fault '{fault}': unknown; one of {', '.join(FAULTS)}")
     if count is not None and fault not in COUNTER_FAULTS:
         raise LabError(f"--count is for the counter faults ({', '.join(COUNTER_FAULTS)}), "
                        f"not '{fault}'")
+    if cpus is not None and (fault != "cpu-throttle" or not 0.01 <= cpus <= 1024):
+        raise LabError(f"--cpus {cpus}: for cpu-throttle only, a number of CPUs from 0.01")
     view = view_dir(layout, node)
     faults = load_faults(layout, node)
     mc = view / "sys/devices/system/edac/mc/mc0"
@@ -350,10 +354,11 @@ def inject(layout: LabLayout, node: str, fault: str, count: int | None = None) -
         text = f"{HCA} fw_ver {OLD_HCA_FIRMWARE}"
     elif fault == "cpu-throttle":
         share = len(os.sched_getaffinity(0)) / len(layout.nodes)
-        set_cpu_quota(node, share / 2)
-        faults["cpu-throttle"] = share / 2
-        text = (f"CPU quota {share / 2:.3g} CPU (half of its share {share:.3g} of the "
-                f"machine's CPUs) on {cgroup_dir(node)}")
+        quota = share / 2 if cpus is None else cpus
+        set_cpu_quota(node, quota)
+        faults["cpu-throttle"] = quota
+        text = (f"CPU quota {quota:.3g} CPU (its share of the machine's CPUs: {share:.3g}) "
+                f"on {cgroup_dir(node)}")
     else:
         n = COUNTER_FAULTS[fault] if count is None else count
         if n < 1:
