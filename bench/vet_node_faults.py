@@ -187,7 +187,12 @@ def table(path: Path) -> None:
         if r["kind"] == "vet":
             named = ", ".join(r.get("named", [])) or "-"
         else:  # health judges the node it runs on: exit 1 names it
-            named = f"{r['node']}" if r["exit"] == 1 else f"- ({r['node']} not named)"
+            if r["exit"] == 1:
+                named = r["node"]
+            elif line_codes(r.get("line", "")):  # a suspect finding: in the line, not drained
+                named = f"{r['node']} (in the line, exit {r['exit']})"
+            else:
+                named = f"- ({r['node']} not named)"
         tail = r.get("id", "") if r["kind"] == "vet" else r.get("line", "")[:160]
         print(f"| {r['case']} | {r['nodes']} | {run} | {', '.join(r['faulty']) or '-'} | "
               f"{named} | {codes} | {r['exit']} | {r['seconds']} | {r['load']} | "
