@@ -6,7 +6,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from hpcval.lab import cluster
+from hpcval.lab import cluster, nodeview
 from hpcval.lab.delay import delay_text, parse_delay
 from hpcval.lab.fabric import PROFILES
 from hpcval.lab.layout import NODE_IFACE
@@ -39,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="file server lab-fs serving a directory over sshfs, mounted at the "
                     "same path on every node (default: when sshfs and openssh-server are "
                     "installed)")
+    up.add_argument("--node-views", action="store_true",
+                    help="every compute node's slurmd in a mount namespace of its own, with "
+                    "its own /proc/cmdline, /proc/meminfo, DMI, EDAC and InfiniBand files and "
+                    "CPU cgroup, for 'lab inject' (docs/lab.md)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="stop the lab's daemons and remove everything it added")
@@ -68,10 +72,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "figures then span two fabrics); without it that exits 3")
     fab.set_defaults(func=_fabric)
 
+    inj = sub.add_parser("inject", help="inject a fault into one node's view (needs "
+                         "'up --node-views'); without arguments, list the faults")
+    inj.add_argument("node", nargs="?", metavar="NODE", help="compute node, e.g. lab-n3")
+    inj.add_argument("fault", nargs="?", metavar="FAULT", help="fault to inject (see the list)")
+    inj.add_argument("--count", type=int, default=None, metavar="N",
+                     help="for the counter faults: raise the counter by N")
+    inj.add_argument("--cpus", type=float, default=None, metavar="X",
+                     help="for cpu-throttle: the quota in CPUs (default half the node's share "
+                     "of the machine's CPUs; on a busy machine a node gets less than that "
+                     "share anyway, so a lower quota is needed to bind)")
+    inj.set_defaults(func=_inject)
+
+    clr = sub.add_parser("clear", help="undo the faults injected into a node's view")
+    clr.add_argument("node", metavar="NODE", help="compute node, e.g. lab-n3, or 'all'")
+    clr.add_argument("--reset-counters", action="store_true",
+                     help="also set the error counters back to 0 (as a reboot would); by "
+                     "default they keep their values and stop rising")
+    clr.set_defaults(func=_clear)
+
+    views = sub.add_parser("views", help="show each node's injected faults")
+    views.add_argument("--refresh", action="store_true",
+                       help="first rewrite every node's /proc/meminfo from the machine's "
+                       "(its MemTotal fault kept)")
+    views.set_defaults(func=_views)
+
 
 def _up(args: argparse.Namespace) -> int:
     layout = cluster.up(args.nodes, fabric=args.fabric, service=args.service_node,
-                        file_server=args.file_server, delay_us=args.delay)
+                        file_server=args.file_server, delay_us=args.delay,
+                        node_views=args.node_views)
     shared = (f"\nshared file system (sshfs from lab-fs {layout.file_server.address}) on every "
               f"node at {layout.shared_dir}" if layout.file_server_enabled else "")
     delay = f", delay {delay_text(args.delay)}" if args.delay else ""
@@ -118,6 +148,9 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  file server: sshd {fs.sshd}, serves {fs.export}")
         for node, text in fs.mounts.items():
             print(f"    {node:<8} {fs.mount}: {text}")
+    if st.node_views:
+        faulty = [f"{n} {', '.join(f)}" for n, f in st.node_views.items() if f]
+        print(f"  node views: {'; '.join(faulty) or 'no fault injected'}")
     for node, text in st.delay_nodes.items():
         print(f"  delay {st.delay} {node:<8} {text}")
     for problem in st.problems:
@@ -178,4 +211,35 @@ def _fabric(args: argparse.Namespace) -> int:
              f"the link {link[0]}<->{link[1]}" if link else "fabric")
     delay = "" if args.node or link else f", delay {delay_text(args.delay or 0)}"
     print(f"lab: {where} is now '{prof.name}' ({prof.description}){delay}")
+    return 0
+
+
+def _inject(args: argparse.Namespace) -> int:
+    if args.node is None or args.fault is None:
+        if args.node is not None:
+            raise LabError(f"lab inject {args.node}: give a FAULT too, one of "
+                           f"{', '.join(nodeview.FAULTS)}")
+        for name, text in nodeview.FAULTS.items():
+            print(f"  {name:<17} {text}")
+        return 0
+    layout = cluster.views_layout()
+    print(nodeview.inject(layout, args.node, args.fault, count=args.count, cpus=args.cpus))
+    return 0
+
+
+def _clear(args: argparse.Namespace) -> int:
+    layout = cluster.views_layout()
+    nodes = [n.name for n in layout.nodes] if args.node == "all" else [args.node]
+    for node in nodes:
+        print(nodeview.clear(layout, node, reset_counters=args.reset_counters))
+    return 0
+
+
+def _views(args: argparse.Namespace) -> int:
+    layout = cluster.views_layout()
+    if args.refresh:
+        nodeview.refresh_meminfo(layout)
+    for n in layout.nodes:
+        faults = nodeview.load_faults(layout, n.name)
+        print(f"  {n.name:<8} {', '.join(sorted(faults)) or 'clean'}")
     return 0

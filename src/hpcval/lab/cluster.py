@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hpcval.lab import delay as delay_mod
 from hpcval.lab import fabric as fabric_mod
-from hpcval.lab import fileserver, network, slurm
+from hpcval.lab import fileserver, network, nodeview, slurm
 from hpcval.lab.layout import (
     BRIDGE,
     FILE_SERVER_NETNS,
@@ -44,8 +44,12 @@ def layout_from_state(state: LabState, state_dir: Path) -> LabLayout:
 
 def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
        log=print, service: bool = False, file_server: bool | None = None,
-       delay_us: int = 0) -> LabLayout:
+       delay_us: int = 0, node_views: bool = False) -> LabLayout:
     """Create the lab and wait until every node is idle in Slurm.
+
+    ``node_views``: every compute node's slurmd in a mount namespace of its own
+    with its own view of the files a node probe reads, and in a CPU cgroup of
+    its own (:mod:`hpcval.lab.nodeview`).
 
     ``file_server``: True sets up the sshfs file server (error if sshfs or sshd
     is missing), None sets it up where they are installed, False never.
@@ -79,7 +83,8 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
             f"lab network objects exist without a state file ({', '.join(leftovers) or BRIDGE});"
             " run 'hpcval lab down' to remove them"
         )
-    state = LabState(nodes=nodes, subnet=layout.subnet, fabric="unshaped", service=service)
+    state = LabState(nodes=nodes, subnet=layout.subnet, fabric="unshaped", service=service,
+                     node_views=node_views)
     state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(state_dir, 0o755)
     layout.log_dir.mkdir(parents=True, exist_ok=True)
@@ -99,9 +104,21 @@ def up(nodes: int, fabric: str = "unshaped", state_dir: Path | None = None,
         state.save(layout.state_file)
         _record(state, layout, "munged", "munged", slurm.start_munged(layout))
         _record(state, layout, "slurmctld", "slurmctld", slurm.start_slurmctld(layout))
+        compute = {n.name for n in layout.nodes}
+        meminfo = Path("/proc/meminfo").read_text()
+        if node_views:
+            log(f"lab: node views under {layout.state_dir / 'nodes'} (/proc/cmdline, "
+                "/proc/meminfo, " + ", ".join(f"/{d}" for d in nodeview.VIEW_DIRS) + ")")
         for node in layout.all_nodes:
-            _record(state, layout, f"slurmd-{node.name}", "slurmd",
-                    slurm.start_slurmd(layout, node))
+            views = node_views and node.name in compute
+            mounts = ""
+            if views:
+                nodeview.seed(layout, node.name, meminfo)
+                mounts = nodeview.mount_script(layout, node.name)
+            pid = slurm.start_slurmd(layout, node, mounts=mounts)
+            _record(state, layout, f"slurmd-{node.name}", "slurmd", pid)
+            if views:
+                nodeview.attach_cgroup(node.name, pid)
         if with_fs:
             fileserver.start(layout, state, log=log)
         elif file_server is None:
@@ -221,11 +238,16 @@ def down(state_dir: Path | None = None, log=print) -> DownReport:
     # a mount left in a namespace that survived (none should) would keep its
     # mount point busy: detach whatever is still there before removing files
     report.unmounted += fileserver.unmount_all(state_dir)
+    for pid, targets in nodeview.leftover_mounts(state_dir).items():
+        for target in sorted(targets, key=len, reverse=True):
+            network.run(["nsenter", "-t", str(pid), "-m", "umount", "-l", target], check=False)
+            report.unmounted.append(f"{target} (pid {pid})")
+    nodeview.remove_cgroups()
     _remove_state_dir(state_dir)
     log(
         "lab: down: stopped "
         + (", ".join(report.stopped) or "no daemons")
-        + f"; unmounted {len(report.unmounted)} sshfs mount(s)"
+        + f"; unmounted {len(report.unmounted)} mount(s)"
         + f"; removed {len(report.netns)} namespace(s), {len(report.links)} link(s), "
         f"{report.lines} added line(s), {len(report.files)} file(s)"
     )
@@ -295,6 +317,8 @@ class LabStatus:
     #: node (and file server) -> its delay daemon's figures
     delay_nodes: dict[str, str] = field(default_factory=dict)
     fileserver: fileserver.FileServerStatus | None = None
+    #: node -> faults injected into its view (``up --node-views``; empty without views)
+    node_views: dict[str, list[str]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -332,6 +356,9 @@ def status(state_dir: Path | None = None) -> LabStatus:
                 text, problems = delay_mod.node_status(layout, state, node)
                 result.delay_nodes[node.name] = text
                 result.problems += problems
+    if state.node_views:
+        result.node_views = {n.name: sorted(nodeview.load_faults(layout, n.name))
+                             for n in layout.nodes}
     result.fileserver = fileserver.status(state)
     if result.fileserver is not None:
         fs = layout.file_server
@@ -383,6 +410,19 @@ def set_fabric(profile: str, state_dir: Path | None = None,
     if node is None:
         delay_mod.start(layout, state, delay_us)
     return prof
+
+
+def views_layout(state_dir: Path | None = None) -> LabLayout:
+    """The running lab's layout, if it was brought up with node views."""
+    require_root("inject")
+    state_dir = state_dir or default_state_dir()
+    state = LabState.load(state_dir / "state.json")
+    if state is None or not state.ready:
+        raise LabError("no lab is up (run 'hpcval lab up --node-views --nodes N' first)")
+    if not state.node_views:
+        raise LabError("the lab was brought up without --node-views; 'hpcval lab down' and "
+                       "'hpcval lab up --node-views'")
+    return layout_from_state(state, state_dir)
 
 
 def set_delay(delay_us: int, state_dir: Path | None = None) -> str:

@@ -128,13 +128,19 @@ def start_slurmctld(layout: LabLayout) -> int:
     return read_pid_file(layout.state_dir / "slurmctld.pid")
 
 
-def start_slurmd(layout: LabLayout, node: LabNode) -> int:
+def start_slurmd(layout: LabLayout, node: LabNode, mounts: str = "") -> int:
     """Start the node's slurmd in its network namespace and its own UTS namespace,
     so that programs on the node see the node's host name (MPI libraries group
-    ranks into nodes by host name)."""
+    ranks into nodes by host name). ``mounts``: shell commands run first in a
+    mount namespace of the node's own, private propagation (the node views,
+    :mod:`hpcval.lab.nodeview`)."""
     (layout.state_dir / "slurmd" / node.name).mkdir(parents=True, exist_ok=True)
     script = f"hostname {node.name} && exec slurmd -f {SLURM_CONF} -N {node.name}"
-    run(["unshare", "--uts", "sh", "-c", script], netns=node.netns)
+    unshare = ["unshare", "--uts"]
+    if mounts:
+        script = f"{mounts} && {script}"
+        unshare += ["--mount", "--propagation", "private"]
+    run([*unshare, "sh", "-c", script], netns=node.netns)
     return read_pid_file(layout.state_dir / f"slurmd-{node.name}.pid")
 
 

@@ -31,6 +31,8 @@ class LabState:
     #: the file server (empty if the lab has none): address, export, mount,
     #: sshd PID, per node {"pid": sshfs PID, "ns_pid": PID whose mounts it is in}
     fileserver: dict[str, object] = field(default_factory=dict)
+    #: every compute node has its own view of /proc and /sys files (``up --node-views``)
+    node_views: bool = False
     ready: bool = False
 
     @classmethod
