@@ -98,6 +98,26 @@ def test_a_counter_source_the_majority_has_missing_on_a_node_is_unknown() -> Non
     assert "no EDAC" in found[0].text
 
 
+def test_a_source_gone_from_the_whole_partition_is_one_note_not_every_node() -> None:
+    # the lab's first vetting after the probe stopped reading veth counters named all 8
+    # nodes HC-CNT-UNKNOWN: the previous readings had a source nobody has now
+    prev = {n: _reading(0, ce=0, ue=0) for n in "abcdefgh"}
+    for r in prev.values():
+        r["values"]["network/nic/veth0/rx_errors"] = 0
+    now = {n: _reading(7200, ce=0, ue=0) for n in "abcdefgh"}
+    found, notes = counters.judge(now, prev)
+    assert found == []
+    assert any("not judged per node" in n and "8 of 8" in n for n in notes)
+    # gone on one node while the others keep it: that node is named
+    for n in "abcdefg":
+        now[n]["values"]["network/nic/veth0/rx_errors"] = 0
+    found, _ = counters.judge(now, prev)
+    assert [(f.code, f.node) for f in found] == [("HC-CNT-UNKNOWN", "h")]
+    # the gate judges one node alone: a source it lost is named
+    found, _ = counters.judge({"h": now["h"]}, {"h": prev["h"]})
+    assert [(f.code, f.node) for f in found] == [("HC-CNT-UNKNOWN", "h")]
+
+
 def test_rules_change_severity_and_ignore_a_code() -> None:
     rules = parse({"codes": {"HC-IB-SYMBOL": {"severity": False},
                              "HC-UNI-KERNEL": {"severity": "ignore"}}}, Path("vet-rules.yaml"))

@@ -90,6 +90,7 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
     first: list[str] = []
     have_source: dict[str, int] = defaultdict(int)
     node_sources: dict[str, set[str]] = {}
+    gone: dict[str, list[str]] = defaultdict(list)  # source -> nodes that had it before
     for node, now in current.items():
         values = now.get("values") or {}
         srcs = _sources(values)
@@ -109,12 +110,8 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
                                     value=None, rule="an error counter must be readable",
                                     category=source_of(unread[0]).split("/")[0]))
         if prev:
-            gone = _sources(pvals) - srcs
-            for s in sorted(gone):
-                findings.append(Finding(
-                    "HC-CNT-UNKNOWN", node, f"{node}: no {_SOURCE_NAMES.get(s, s)} now; its "
-                    f"previous reading had them", rule="a counter source must stay readable",
-                    category=s.split("/")[0]))
+            for s in sorted(_sources(pvals) - srcs):
+                gone[s].append(node)
         mine: dict[str, list[Any]] = {}
         if prev is None:
             first.append(node)
@@ -145,6 +142,21 @@ def judge(current: Mapping[str, Reading], previous: Mapping[str, Reading | None]
             entry[2].append(name)
         if mine:
             rises[node] = mine
+    # a source a node's previous reading had and this one lacks: named on that node while
+    # the partition's majority still has it (or the node is judged alone, as the gate does);
+    # gone from most of a partition at once (a probe or driver change everywhere) it is one
+    # note, not every node named
+    for s, lost in sorted(gone.items()):
+        what = _SOURCE_NAMES.get(s, s)
+        if len(current) >= 3 and have_source.get(s, 0) * 2 <= len(current):
+            notes.append(f"error counters: no {what} on {len(lost)} of {len(current)} nodes "
+                         "now, their previous readings had them (changed on the whole "
+                         "partition: not judged per node)")
+            continue
+        for node in lost:
+            findings.append(Finding(
+                "HC-CNT-UNKNOWN", node, f"{node}: no {what} now; its previous reading had "
+                "them", rule="a counter source must stay readable", category=s.split("/")[0]))
     if partition_sources and len(current) >= 3:
         for s, n in sorted(have_source.items()):
             if n * 2 <= len(current):
