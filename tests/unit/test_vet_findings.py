@@ -253,3 +253,14 @@ def test_a_rate_is_taken_over_at_least_an_hour(rise: int, named: bool) -> None:
     now["a"]["values"][name] += rise
     found, _ = counters.judge(now, prev)
     assert [(f.code, f.node) for f in found] == ([("HC-IB-SYMBOL", "a")] if named else [])
+
+
+def test_a_long_value_is_shown_where_it_differs() -> None:
+    # a kernel command line that differs at its end: both sides shown from the difference
+    line = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-28-amd64 ro quiet console=ttyS0,115200 " \
+           "mitigations=auto intel_iommu=on transparent_hugepage=never"
+    fps = {n: {"kernel": {"cmdline": line}} for n in "abcd"}
+    fps["d"] = {"kernel": {"cmdline": line.replace("=never", "=always")}}
+    found, _, _ = uniformity.judge(fps)
+    assert [(f.code, f.node) for f in found] == [("HC-UNI-KERNEL", "d")]
+    assert "hugepage=always" in found[0].text and "hugepage=never" in found[0].text

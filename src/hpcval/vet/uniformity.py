@@ -38,6 +38,22 @@ def _short(value: Any, width: int = 80) -> str:
     return value if len(value) <= width else value[:width - 3] + "..."
 
 
+def _apart(value: Any, top: Any, width: int = 80) -> tuple[str, str]:
+    """``value`` and the majority's ``top`` cut to ``width`` around where they first
+    differ, so two long values (a kernel command line) show their difference."""
+    a, b = str(value), str(top)
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    i = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+             min(len(a), len(b)))
+    start = max(0, i - 20)
+
+    def cut(s: str) -> str:
+        part = s[start:start + width - 6]
+        return ("..." if start else "") + part + ("..." if start + width - 6 < len(s) else "")
+    return cut(a), cut(b)
+
+
 def clean(fp: Any) -> dict[str, dict[str, str]]:
     """A probe's fingerprint as category -> key -> string (anything else left out:
     a probe line is a node's word, not trusted to have the shape)."""
@@ -185,9 +201,10 @@ def judge(fingerprints: Mapping[str, Fingerprint],
                         category=cat))
                 else:
                     top = m["value"]
-                    shown = "none" if top == ABSENT else repr(_short(top))
+                    mine, theirs = _apart(v, top)
+                    shown = "none" if top == ABSENT else repr(theirs)
                     findings.append(Finding(
-                        code, node, f"{node}: {cat}.{k} is {_short(v)!r}; {m['count']} of "
+                        code, node, f"{node}: {cat}.{k} is {mine!r}; {m['count']} of "
                         f"{m['of']} nodes have {shown}", value=v,
                         baseline=None if top == ABSENT else top,
                         deviation=f"differs from {m['count']} of {m['of']} nodes",
@@ -233,9 +250,10 @@ def against_recorded(node: str, fingerprint: Fingerprint,
                                        f"{_short(top)!r} (vet {vet_id})", baseline=top,
                                        category=cat))
             else:
+                mine, theirs = _apart(v, top)
                 out.append(Finding(f"HC-UNI-{cat.upper()}", node,
-                                   f"{cat}.{k} is {_short(v)!r}; {m['count']} of {m['of']} "
-                                   f"nodes had {'none' if top == ABSENT else repr(_short(top))} "
+                                   f"{cat}.{k} is {mine!r}; {m['count']} of {m['of']} "
+                                   f"nodes had {'none' if top == ABSENT else repr(theirs)} "
                                    f"(vet {vet_id})", value=v,
                                    baseline=None if top == ABSENT else top,
                                    rule="the majority of the last full vetting"))
