@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow-link", default="25m")
     ap.add_argument("--busy", type=int, default=0)
     ap.add_argument("--hold", type=float, default=1500.0)
+    ap.add_argument("--until", type=float, default=None, metavar="EPOCH",
+                    help="start no vetting that would end after this time (seconds since "
+                    "the epoch, e.g. $(date -d 16:40 +%%s))")
     ap.add_argument("--batch", default=time.strftime("%H%M", time.gmtime()))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -136,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(1, args.runs + 1):
             if time.monotonic() - t_lock + longest + 60 > args.hold:
                 print(f"# stopped before run {i}: the hold would pass {args.hold:.0f} s")
+                break
+            if args.until is not None and time.time() + longest > args.until:
+                print(f"# stopped before run {i}: it would end after --until")
                 break
             r = vet_once(repo, var)
             longest = max(longest, r["seconds"])
