@@ -25,6 +25,11 @@ Cases (16 nodes at 50m):
 machine carries a steady background load of at least N runnable processes
 whatever else runs; they are ended by their process ids at the end.
 
+To keep the code fixed while the checkout changes, run it from an export of
+a commit (``git archive``) with ``PYTHONPATH`` on its ``src``, its ``.venv``
+linked to the checkout's, ``HPCVAL_VAR`` on the checkout's ``var`` and
+``VET_BATCH_COMMIT`` naming the commit.
+
 One Markdown row per vetting on stdout, and one JSON line per vetting appended
 to ``--out`` (default ``var/vet-lab-batch.jsonl``): case, start (UTC), load
 average before and after, seconds, exit, the culprits named, the healthy nodes
@@ -114,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     names = [f"lab-n{i}" for i in range(1, args.nodes + 1)]
     link = next(p for p in plan(names, 7)[0] if SLOW not in p)
     want = expected(args.case, link)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=repo,
-                            capture_output=True, text=True, check=False).stdout.strip()
+    commit = os.environ.get("VET_BATCH_COMMIT") or subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=repo, capture_output=True, text=True,
+        check=False).stdout.strip()
     lock = open(LOCK, "w")  # noqa: SIM115 - held for the whole batch
     fcntl.flock(lock, fcntl.LOCK_EX)
     t_lock = time.monotonic()
