@@ -18,9 +18,11 @@ cores, 3 of 16 healthy nodes fell whole to 15-30 % in one measurement, and
 one such node fell again when measured a second time). So a suspect is
 measured again as many times as :func:`needed` says: with ``s`` of ``n`` nodes
 suspected, the share ``r = (s + 1) / (n + 1)`` estimates how often a healthy
-node's step dips, and a healthy suspect that must be off in ``k``
-independent measurements is named with probability about ``r^k``; ``k`` is
-the fewest with ``s * r^k`` under ``TARGET`` of the partition's nodes (at
+node's step dips (after each measurement again, the share of those measured
+that were off again, where that is higher: it counts real faults too, so it
+errs towards more measurements), and a healthy suspect that must be off in
+``k`` independent measurements is named with probability about ``r^k``; ``k``
+is the fewest with ``s * r^k`` under ``TARGET`` of the partition's nodes (at
 most ``MAX_AGAIN``). Each measurement holds only the suspects still off, and
 one that is not off once is not named.
 
@@ -63,14 +65,15 @@ MAX_AGAIN = 4
 
 
 def needed(suspected: int, nodes: int, target: float = TARGET,
-           most: int = MAX_AGAIN) -> int:
+           most: int = MAX_AGAIN, rate: float | None = None) -> int:
     """Measurements again a suspect must be off in: the fewest ``k`` (1 to
-    ``most``) with ``s * r^k <= target * n``, ``r = (s + 1) / (n + 1)``."""
+    ``most``) with ``s * r^k <= target * n``; ``r``, how often a healthy node's
+    step dips, is ``(s + 1) / (n + 1)`` or ``rate`` where that is higher."""
     if suspected <= 0:
         return 0
-    rate = (suspected + 1) / (nodes + 1)
+    r = max((suspected + 1) / (nodes + 1), rate or 0.0)
     k = 1
-    while k < most and suspected * rate ** k > target * nodes:
+    while k < most and suspected * r ** k > target * nodes:
         k += 1
     return k
 
@@ -142,9 +145,16 @@ def again_loop(nodes: Sequence[str], wanted: Mapping[str, list[str]], step: Step
             used += 1
             data = {"suspects": current, "controls": ctrl, "samples": samples, "why": why}
             runs.append(data)
-            current = [n for n in current if _off(n, fig, data, settings)[0] is not False]
+            still = [n for n in current if _off(n, fig, data, settings)[0] is not False]
+            # the share off again is how often a step dips again (healthy or not):
+            # where it is higher than the first estimate, more measurements are needed
+            k = max(k, needed(len(sus), len(nodes), rate=len(still) / len(current)))
+            current = still
         if runs:
             out[fig] = {**runs[0], "needed": k, "again": runs[1:]}
+        else:  # no step left for this figure: its suspects are not named on one measurement
+            out[fig] = {"suspects": list(sus), "controls": [], "samples": {}, "why": {},
+                        "needed": k, "again": [], "no_step_left": max_steps}
     return out
 
 
@@ -224,6 +234,12 @@ def judge_again(verdict: Verdict, confirm: Mapping[str, Mapping[str, Any]],
             kept.append(c)
             continue
         spec = FIGURES[c.figure]
+        if "no_step_left" in data:
+            verdict.notes.append(
+                f"{c.name}: {spec.label} low in the first measurement; the steps allowed "
+                f"(--confirm {data['no_step_left']}) ran out before it was measured again: "
+                "not named")
+            continue
         runs = [data, *data.get("again", [])]
         k = int(data.get("needed", 1))
         said: list[str] = []
