@@ -31,7 +31,7 @@ linked to the checkout's, ``HPCVAL_VAR`` on the checkout's ``var`` and
 ``VET_BATCH_COMMIT`` naming the commit.
 
 One Markdown row per vetting on stdout, and one JSON line per vetting appended
-to ``--out`` (default ``var/vet-lab-batch.jsonl``): case, start (UTC), load
+to ``--out`` (default ``var/vet-lab-batch.jsonl``): case, start and end (UTC), load
 average before and after, seconds, exit, the culprits named, the healthy nodes
 named (names outside the expected culprits), the vetting's id. Needs root.
 """
@@ -149,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.until is not None and time.time() + longest > args.until:
                 print(f"# stopped before run {i}: it would end after --until")
                 break
+            start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             r = vet_once(repo, var)
             longest = max(longest, r["seconds"])
             j = judge(r, want)
             rec = {"batch": args.batch, "run": i, "case": args.case, "nodes": args.nodes,
-                   "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   "start": start, "end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "busy": args.busy, "commit": commit, "load_before": r["load_before"],
                    "load_after": r["load_after"], "seconds": r["seconds"], "exit": r["rc"],
                    **j, "id": r["result"].get("id", "-")}
