@@ -99,9 +99,18 @@ def test_links_are_named_on_two_measurements_only() -> None:
                    "lab-n5|lab-n6": _dev(0.5, True)}
     final.culprits = [Culprit("link", "lab-n3<->lab-n4", "pingpong_bw_1MiB", "x"),
                       Culprit("link", "lab-n5<->lab-n6", "pingpong_bw_1MiB", "y")]
-    again = {("lab-n1", "lab-n2"), ("lab-n5", "lab-n6")}
-    netconfirm.judge_links_again(first, final, again, settings)
+    again = {("lab-n1", "lab-n2"): [50.0, 55.0, 60.0, 52.0, 90.0],
+             ("lab-n5", "lab-n6"): [50.0] * 5}
+    now = {("lab-n1", "lab-n2"): [62.0, 58.0, 60.0, 64.0, 100.0], ("lab-n5", "lab-n6"): [50.0] * 5}
+    netconfirm.judge_links_again(first, final, again, settings, now)
     assert sorted(c.name for c in final.culprits) == ["lab-n1<->lab-n2", "lab-n5<->lab-n6"]
+    # the same medians from two dipped samples of five are not a link
+    first2, final2 = Verdict(nodes=NODES), Verdict(nodes=NODES)
+    first2.pairs = {"lab-n1|lab-n2": _dev(0.45)}
+    final2.pairs = {"lab-n1|lab-n2": _dev(0.40)}
+    netconfirm.judge_links_again(first2, final2, {("lab-n1", "lab-n2"): [30, 40, 55, 98, 99]},
+                                 settings, {("lab-n1", "lab-n2"): [30, 40, 60, 99, 101]})
+    assert final2.culprits == []
     assert any(n.startswith("lab-n3<->lab-n4: PingPong 1 MiB low in one measurement only")
                for n in final.notes)
 

@@ -114,5 +114,5 @@ def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
     may_name = netconfirm.confirmed_nodes(first, camp.follow_up_rounds, camp.first,
                                           camp.samples, settings)
     final = network_verdict(nodes, camp.samples, settings, topology, may_name)
-    netconfirm.judge_links_again(first, final, camp.first, settings)
+    netconfirm.judge_links_again(first, final, camp.first, settings, camp.samples)
     return camp, final

@@ -14,11 +14,13 @@ again (:func:`hpcval.vet.campaign.run`), and the judging after them names
   pairs are judged as links;
 - a **link** only where its pair was measured again: low in the judging after
   the follow-up, or worse than the healthy pairs' median by twice
-  ``min_effect`` in both measurements (two independent large losses: a
-  half-rate link among pairs that spread too widely for the robust z score to
-  call one measurement off). A pair first judged worse than twice
-  ``min_effect`` but not off (:func:`doubtful`) is measured again in the
-  follow-up rounds for that reason.
+  ``min_effect`` in both measurements, in all its samples but one each time
+  (two independent large losses: a half-rate link among pairs that spread
+  too widely for the robust z score to call one measurement off; a few
+  dipped samples, which pull a median of 5 down, do not make 4 of 5 low).
+  A pair first judged worse than twice ``min_effect`` but not off
+  (:func:`doubtful`) is measured again in the follow-up rounds for that
+  reason.
 
 What this assumes: a fault lasts over the minutes between the measurements,
 and a healthy pair's or node's luck in one measurement is independent of its
@@ -90,10 +92,18 @@ def confirmed_nodes(first: Verdict, follow_up_rounds: Sequence[Sequence[Pair]],
     return keep
 
 
-def judge_links_again(first: Verdict, final: Verdict, again: Collection[Pair],
-                      settings: JudgeSettings) -> None:
+def _mostly_below(samples: Sequence[float], limit: float) -> bool:
+    """All samples but at most one below ``limit`` (a few dipped samples pull a
+    median of 5 down; they do not make 4 of 5 low)."""
+    return len(samples) >= 3 and sum(x < limit for x in samples) >= len(samples) - 1
+
+
+def judge_links_again(first: Verdict, final: Verdict, again: Mapping[Pair, Sequence[float]],
+                      settings: JudgeSettings,
+                      samples: Mapping[Pair, Sequence[float]] | None = None) -> None:
     """Links of the judging after the follow-up: a link not measured again is not
-    named (a note says so); a pair measured again and worse than twice
+    named (a note says so); a pair measured again (``again``: its first samples;
+    ``samples``: the new ones) with all its samples but one worse than twice
     ``min_effect`` in both measurements is named, off or not."""
     final.notes += [n for n in first.notes if n not in final.notes]
     big = 2 * settings.effect(PAIR_BW)
@@ -119,6 +129,10 @@ def judge_links_again(first: Verdict, final: Verdict, again: Collection[Pair],
         d1, d2 = first.pairs.get(_key(p)), final.pairs.get(_key(p))
         if (name in in_kept or d1 is None or d2 is None or set(p) & named
                 or d1.worse_by <= big or d2.worse_by <= big):
+            continue
+        now = (samples or {}).get(p, ())
+        if not (_mostly_below(again[p], d1.center * (1 - big))
+                and _mostly_below(now, d2.center * (1 - big))):
             continue
         kept.append(Culprit(
             "link", name, PAIR_BW.name,
