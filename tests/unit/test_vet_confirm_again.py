@@ -1,6 +1,6 @@
 """Confirm before naming, twice over.
 
-Per-node figures: a healthy node's step can dip again (run C1-5 of docs/vet.md's
+Per-node figures: a healthy node's step can dip again (batch C1, run 5 of docs/vet.md's
 lab table: lab-n10's shared-memory PingPong 68 % low, then 85 % low beside 4
 healthy nodes), so a suspect is measured again as many times as the share of
 the partition suspected needs (hpcval.vet.confirm.needed), each time alone with
