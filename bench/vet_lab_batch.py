@@ -3,6 +3,7 @@
     .venv/bin/python bench/vet_lab_batch.py --case clean --runs 5 --busy 4
     .venv/bin/python bench/vet_lab_batch.py --case link80 --runs 5
     .venv/bin/python bench/vet_lab_batch.py --case node-link --runs 4
+    .venv/bin/python bench/vet_lab_batch.py --table var/vet-lab-batch.jsonl
 
 Takes the lab lock (``/tmp/hpcval-lab.lock``, waits for it), brings up a
 ``--nodes``-node lab at ``--fabric`` (no file server), shapes the fault of
@@ -96,9 +97,37 @@ def judge(r: dict, want: set[str]) -> dict:
             "as_expected": set(culprits) == want and not healthy}
 
 
+def table(path: Path) -> None:
+    """The recorded vettings as one Markdown table, and a line per case and code."""
+    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    print("| batch | run | code | case | nodes | start (UTC) | load before / after | seconds "
+          "| exit | named | healthy named | id |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in recs:
+        print(f"| {r['batch']} | {r['run']} | {r.get('commit', '-')} | {r['case']} | "
+              f"{r['nodes']} | {r['start'][11:16]} | {r['load_before']:.1f} / "
+              f"{r['load_after']:.1f} | {r['seconds']:.0f} | {r['exit']} | "
+              f"{', '.join(r['culprits']) or '-'} | {', '.join(r['healthy_named']) or '-'} | "
+              f"{r['id']} |")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in recs:
+        groups.setdefault((r["case"], r.get("commit", "-")), []).append(r)
+    print()
+    for (case, commit), rs in groups.items():
+        ok_exit = 0 if case == "clean" else 1
+        print(f"- {case}, code {commit}: {len(rs)} vettings; healthy node named in "
+              f"{sum(bool(r['healthy_named']) for r in rs)}; exit {ok_exit} in "
+              f"{sum(r['exit'] == ok_exit for r in rs)}; exactly the expected culprits in "
+              f"{sum(r['as_expected'] for r in rs)}; load before "
+              f"{min(r['load_before'] for r in rs):.1f}-{max(r['load_before'] for r in rs):.1f}"
+              f"; {min(r['seconds'] for r in rs):.0f}-{max(r['seconds'] for r in rs):.0f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--case", choices=CASES, required=True)
+    ap.add_argument("--table", type=Path, default=None, metavar="JSONL",
+                    help="print the recorded vettings of JSONL as a Markdown table and stop")
+    ap.add_argument("--case", choices=CASES)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--fabric", default="50m")
@@ -112,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", default=time.strftime("%H%M", time.gmtime()))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.table:
+        table(args.table)
+        return 0
+    if args.case is None:
+        ap.error("--case is required (or --table)")
     repo = Path(__file__).resolve().parent.parent
     var = Path(os.environ.get("HPCVAL_VAR", repo / "var"))
     out = args.out or var / "vet-lab-batch.jsonl"
