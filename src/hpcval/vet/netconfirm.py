@@ -13,11 +13,13 @@ again (:func:`hpcval.vet.campaign.run`), and the judging after them names
   follow-up (its score moved by a few new pairs), is not named, and its low
   pairs are judged as links;
 - a **link** only where its pair was measured again: low in the judging after
-  the follow-up, or worse than the healthy pairs' median by twice
-  ``min_effect`` in both measurements, in all its samples but one each time
-  (two independent large losses: a half-rate link among pairs that spread
-  too widely for the robust z score to call one measurement off; a few
-  dipped samples, which pull a median of 5 down, do not make 4 of 5 low).
+  the follow-up, or worse than the healthy pairs' median by ``min_effect``
+  in both measurements with its second-best samples of the two worse by
+  twice ``min_effect`` (their geometric mean): two independent large losses,
+  a half-rate link
+  among pairs that spread too widely for the robust z score to call one
+  measurement off; a few dipped samples, which pull a median of 5 down,
+  leave the second-best sample.
   A pair first judged worse than twice ``min_effect`` but not off
   (:func:`doubtful`) is measured again in the follow-up rounds for that
   reason.
@@ -92,10 +94,10 @@ def confirmed_nodes(first: Verdict, follow_up_rounds: Sequence[Sequence[Pair]],
     return keep
 
 
-def _mostly_below(samples: Sequence[float], limit: float) -> bool:
-    """All samples but at most one below ``limit`` (a few dipped samples pull a
-    median of 5 down; they do not make 4 of 5 low)."""
-    return len(samples) >= 3 and sum(x < limit for x in samples) >= len(samples) - 1
+def _second_best(samples: Sequence[float]) -> float:
+    """The second-highest sample: a pair's bandwidth with its one best sample set
+    aside; a few dipped samples, which pull a median of 5 down, leave it."""
+    return sorted(samples)[-2] if len(samples) >= 2 else 0.0
 
 
 def judge_links_again(first: Verdict, final: Verdict, again: Mapping[Pair, Sequence[float]],
@@ -103,10 +105,12 @@ def judge_links_again(first: Verdict, final: Verdict, again: Mapping[Pair, Seque
                       samples: Mapping[Pair, Sequence[float]] | None = None) -> None:
     """Links of the judging after the follow-up: a link not measured again is not
     named (a note says so); a pair measured again (``again``: its first samples;
-    ``samples``: the new ones) with all its samples but one worse than twice
-    ``min_effect`` in both measurements is named, off or not."""
+    ``samples``: the new ones) whose median is worse than ``min_effect`` in both
+    measurements, and whose second-best samples of the two are worse than twice
+    ``min_effect`` (their geometric mean), is named, off or not."""
     final.notes += [n for n in first.notes if n not in final.notes]
-    big = 2 * settings.effect(PAIR_BW)
+    effect = settings.effect(PAIR_BW)
+    big = 2 * effect
     kept: list[Culprit] = []
     for c in final.culprits:
         if c.kind != "link":
@@ -128,11 +132,12 @@ def judge_links_again(first: Verdict, final: Verdict, again: Mapping[Pair, Seque
         name = f"{p[0]}<->{p[1]}"
         d1, d2 = first.pairs.get(_key(p)), final.pairs.get(_key(p))
         if (name in in_kept or d1 is None or d2 is None or set(p) & named
-                or d1.worse_by <= big or d2.worse_by <= big):
+                or d1.worse_by <= effect or d2.worse_by <= effect):
             continue
         now = (samples or {}).get(p, ())
-        if not (_mostly_below(again[p], d1.center * (1 - big))
-                and _mostly_below(now, d2.center * (1 - big))):
+        if len(again[p]) < 3 or len(now) < 3 or (
+                _second_best(again[p]) / d1.center * _second_best(now) / d2.center
+                >= (1 - big) ** 2):
             continue
         kept.append(Culprit(
             "link", name, PAIR_BW.name,
