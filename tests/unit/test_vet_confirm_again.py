@@ -26,11 +26,11 @@ NODES = [f"lab-n{i}" for i in range(1, 17)]
 
 def test_measurements_needed_grow_with_the_share_suspected() -> None:
     assert confirm.needed(0, 16) == 0
-    assert confirm.needed(1, 16) == 2          # 1 x (2/17)^2 = 0.014 <= 0.016
-    assert confirm.needed(3, 16) == 4          # 3 x (4/17)^3 = 0.039 > 0.016
+    assert confirm.needed(1, 16) == 3          # 1 x (2/17)^3 = 0.0016 <= 0.0032
+    assert confirm.needed(3, 16) == 4          # 3 x (4/17)^4 = 0.009: capped at 4
     assert confirm.needed(1, 4096) == 1
-    assert confirm.needed(700, 4096) == 3      # 700 x (701/4097)^3 = 3.5 <= 4.1
-    assert confirm.needed(3000, 4096) == 4     # capped
+    assert confirm.needed(700, 4096) == 4      # 700 x (701/4097)^3 = 3.5 > 0.82
+    assert confirm.needed(100, 4096) == 2      # 100 x (101/4097)^2 = 0.06 <= 0.82
 
 
 def _step(low_in: dict[str, set[int]]):
