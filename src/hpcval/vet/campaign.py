@@ -114,5 +114,6 @@ def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
     may_name = netconfirm.confirmed_nodes(first, camp.follow_up_rounds, camp.first,
                                           camp.samples, settings)
     final = network_verdict(nodes, camp.samples, settings, topology, may_name)
-    netconfirm.judge_links_again(first, final, camp.first, settings, camp.samples)
+    cleared = {c.name for c in first.culprits if c.kind == "node"} - may_name
+    netconfirm.judge_links_again(first, final, camp.first, settings, camp.samples, cleared)
     return camp, final

@@ -11,7 +11,8 @@ again (:func:`hpcval.vet.campaign.run`), and the judging after them names
   the healthy pairs' median by half the figure's ``min_effect``): a node that
   is low only with its planned peers, or named for the first time after the
   follow-up (its score moved by a few new pairs), is not named, and its low
-  pairs are judged as links;
+  pairs are judged as links (such a link is named on its one measurement:
+  the follow-up measured its end instead);
 - a **link** only where its pair was measured again: low in the judging after
   the follow-up, or worse than the healthy pairs' median by ``min_effect``
   in both measurements with its second-best samples of the two worse by
@@ -102,12 +103,15 @@ def _second_best(samples: Sequence[float]) -> float:
 
 def judge_links_again(first: Verdict, final: Verdict, again: Mapping[Pair, Sequence[float]],
                       settings: JudgeSettings,
-                      samples: Mapping[Pair, Sequence[float]] | None = None) -> None:
+                      samples: Mapping[Pair, Sequence[float]] | None = None,
+                      cleared: Collection[str] = ()) -> None:
     """Links of the judging after the follow-up: a link not measured again is not
     named (a note says so); a pair measured again (``again``: its first samples;
     ``samples``: the new ones) whose median is worse than ``min_effect`` in both
     measurements, and whose second-best samples of the two are worse than twice
-    ``min_effect`` (their geometric mean), is named, off or not."""
+    ``min_effect`` (their geometric mean), is named, off or not. A link with an
+    end in ``cleared`` (named by the first judging, fine with fresh peers) is
+    not measured again but kept: the follow-up measured its end instead."""
     final.notes += [n for n in first.notes if n not in final.notes]
     effect = settings.effect(PAIR_BW)
     big = 2 * effect
@@ -117,9 +121,11 @@ def judge_links_again(first: Verdict, final: Verdict, again: Mapping[Pair, Seque
             kept.append(c)
             continue
         p = pair(*c.name.split("<->"))
-        if p in again:
+        if p in again or set(p) & set(cleared):
             d1 = first.pairs.get(_key(p))
-            if d1 is not None:
+            if p not in again:
+                c.evidence += "; its end named first was not low with fresh peers"
+            elif d1 is not None:
                 c.evidence += (f"; first measurement {d1.value:.3g} {PAIR_BW.unit}, "
                                f"{d1.worse_by * 100:.0f} % below")
             kept.append(c)
