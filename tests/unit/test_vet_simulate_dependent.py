@@ -4,7 +4,8 @@ nodes' whole step falls together (as 3 of 16 did on the lab,
 tests/data/vet/shm-dips-16nodes.json). With the confirmation (suspects
 measured again beside healthy controls, a fresh offset) no healthy node is
 named and the injected faults are; whole-step dips fool the first measurement
-alone, and the confirmation removes most, not all, of those names."""
+alone, and the confirmation removes at least three quarters of those names (all of
+them with the repeated measurements: tests/unit/test_vet_confirm_again.py)."""
 
 from __future__ import annotations
 
