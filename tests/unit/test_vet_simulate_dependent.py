@@ -32,8 +32,8 @@ def test_with_confirmation_no_healthy_node_named_and_the_slow_node_and_link_are(
 
 
 def test_whole_step_dips_fool_the_first_measurement_and_confirmation_removes_most() -> None:
-    # the lab's rate of whole-step dips (3 of 16 nodes): one second measurement
-    # leaves the healthy suspects that dip again (docs/vet.md: a limit)
+    # the lab's rate of whole-step dips (3 of 16 nodes): the suspects are measured
+    # again as often as confirm.needed says (at most a quarter of the names remain)
     rng = np.random.default_rng(41)
     first = confirmed = 0
     for _ in range(4):
