@@ -200,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
                   f" | {rec['id']} |", flush=True)
             if r["rc"] > 1:
                 print("#   " + r["tail"].replace("\n", "\n#   "), flush=True)
+            if r["rc"] in (2, 3) and not r["result"]:
+                print(f"# stopped after run {i}: hpcval refused to vet (exit {r['rc']}); the "
+                      "next runs would too", flush=True)
+                break
     finally:
         cluster.down(log=lambda *_: None)
         for p in busy:
