@@ -115,7 +115,13 @@ def table(path: Path) -> None:
     print()
     for (case, commit), rs in groups.items():
         ok_exit = 0 if case == "clean" else 1
-        print(f"- {case}, code {commit}: {len(rs)} vettings; healthy node named in "
+        refused = sum(r["id"] == "-" for r in rs)
+        rs = [r for r in rs if r["id"] != "-"]
+        if not rs:
+            print(f"- {case}, code {commit}: no vetting ({refused} refused by hpcval)")
+            continue
+        print(f"- {case}, code {commit}: {len(rs)} vettings ({refused} refused by hpcval, "
+              f"not counted); healthy node named in "
               f"{sum(bool(r['healthy_named']) for r in rs)}; exit {ok_exit} in "
               f"{sum(r['exit'] == ok_exit for r in rs)}; exactly the expected culprits in "
               f"{sum(r['as_expected'] for r in rs)}; load before "
