@@ -202,7 +202,7 @@ def test_the_steps_do_not_grow_from_6_to_32_nodes(lab6: None, tmp_path: Path) ->
         assert ids == list(range(result["steps"])), (ids, result["steps"])
         assert watch.peak_srun <= 4
         assert "plan: " in proc.stderr and f"{nodes} nodes" in proc.stderr
-        # a step confirming per-node suspects (at most 3) comes on top where one is named
+        # steps confirming per-node suspects (at most 4) comes on top where one is named
         confirming = sum(k.startswith("confirm-") for k in result["step_seconds"])
         counts[nodes] = (result["steps"] - confirming, result["rounds"])
     assert counts == {6: (3 + 5, 5), 32: (3 + 7, 7)}

@@ -4,7 +4,8 @@ nodes' whole step falls together (as 3 of 16 did on the lab,
 tests/data/vet/shm-dips-16nodes.json). With the confirmation (suspects
 measured again beside healthy controls, a fresh offset) no healthy node is
 named and the injected faults are; whole-step dips fool the first measurement
-alone, and the confirmation removes most, not all, of those names."""
+alone, and the confirmation removes at least three quarters of those names (all of
+them with the repeated measurements: tests/unit/test_vet_confirm_again.py)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_with_confirmation_no_healthy_node_named_and_the_slow_node_and_link_are(
 
 
 def test_whole_step_dips_fool_the_first_measurement_and_confirmation_removes_most() -> None:
-    # the lab's rate of whole-step dips (3 of 16 nodes): one second measurement
-    # leaves the healthy suspects that dip again (docs/vet.md: a limit)
+    # the lab's rate of whole-step dips (3 of 16 nodes): the suspects are measured
+    # again as often as confirm.needed says (at most a quarter of the names remain)
     rng = np.random.default_rng(41)
     first = confirmed = 0
     for _ in range(4):

@@ -106,8 +106,8 @@ def test_the_plan_s_steps_do_not_grow_with_the_nodes(lab_site: sitecfg.VetSite,
     names = [f"n{i}" for i in range(nodes)]
     plan = run.make_plan(lab_site, names, run.Options())
     # 3 per-node, the rounds, 2 follow-up, 1 measured again without a lost node, up to
-    # 3 confirming per-node suspects
-    assert plan.steps == 3 + min(nodes - 1 + nodes % 2, 7) + 2 + 1 + 3 <= 20
+    # 4 confirming per-node suspects
+    assert plan.steps == 3 + min(nodes - 1 + nodes % 2, 7) + 2 + 1 + 4 <= 20
     assert "at most" in plan.text() and "expected wall time" in plan.text()
 
 
@@ -116,8 +116,8 @@ def test_a_plan_past_max_step_count_is_refused_with_the_numbers(
     plan = run.make_plan(lab_site, [f"n{i}" for i in range(512)],
                          run.Options(max_rounds=511))
     run.check_plan(plan, 40000)
-    with pytest.raises(InputError, match=r"up to 520 srun steps .*511 rounds \+ 2 follow-up "
-                       r"\+ 1 again \+ 3 confirming\) .* MaxStepCount is 500 "):
+    with pytest.raises(InputError, match=r"up to 521 srun steps .*511 rounds \+ 2 follow-up "
+                       r"\+ 1 again \+ 4 confirming\) .* MaxStepCount is 500 "):
         run.check_plan(plan, 500)
 
 

@@ -44,10 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "pairs of up to 8 nodes)")
     p.add_argument("--follow-up", type=int, default=2,
                    help="rounds re-measuring suspect pairs with fresh peers (default 2)")
-    p.add_argument("--confirm", type=int, default=3,
+    p.add_argument("--confirm", type=int, default=4,
                    help="steps measuring again, beside 4 healthy nodes, the nodes suspected "
-                   "on a per-node figure: one per figure (default 3; 0: name on the first "
-                   "measurement alone)")
+                   "on a per-node figure: one per figure and measurement, up to 4 "
+                   "measurements when many nodes are suspected (default 4; 0: name on the "
+                   "first measurement alone)")
     p.add_argument("--peers", type=int, default=5, help="--gate: healthy peers (default 5)")
     p.add_argument("--min-effect", type=float, default=None,
                    help="smallest relative loss of pair bandwidth that names a node or link "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hpcval.vet import netconfirm
 from hpcval.vet.judge import PAIR_BW, JudgeSettings, Verdict, judge_pairs
 from hpcval.vet.schedule import Pair, follow_up, pair, plan
 
@@ -43,9 +44,10 @@ class Campaign:
 
 
 def network_verdict(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
-                    settings: JudgeSettings, topology: Mapping[str, str] | None) -> Verdict:
+                    settings: JudgeSettings, topology: Mapping[str, str] | None,
+                    may_name: set[str] | None = None) -> Verdict:
     verdict = Verdict(nodes=list(nodes))
-    judge_pairs(nodes, samples, PAIR_BW, settings, verdict, topology)
+    judge_pairs(nodes, samples, PAIR_BW, settings, verdict, topology, may_name)
     return verdict
 
 
@@ -86,6 +88,7 @@ def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
         return camp, verdict
     links = [tuple(c.name.split("<->")) for c in verdict.culprits if c.kind == "link"]
     suspects = [pair(a, b) for a, b in links]
+    suspects += [p for p in netconfirm.doubtful(verdict, settings) if p not in suspects]
     named = set(verdict.named_nodes)
     # a named switch is the verdict for its nodes: pairing them again adds nothing
     in_switch = {n for c in verdict.culprits if c.kind == "switch" for n in c.nodes}
@@ -107,4 +110,10 @@ def run(nodes: Sequence[str], measure: Measure, settings: JudgeSettings,
                 camp.samples[p] = list(got[p])
             elif p not in camp.samples:
                 camp.failed.append(p)
-    return camp, network_verdict(nodes, camp.samples, settings, topology)
+    first = verdict
+    may_name = netconfirm.confirmed_nodes(first, camp.follow_up_rounds, camp.first,
+                                          camp.samples, settings)
+    final = network_verdict(nodes, camp.samples, settings, topology, may_name)
+    cleared = {c.name for c in first.culprits if c.kind == "node"} - may_name
+    netconfirm.judge_links_again(first, final, camp.first, settings, camp.samples, cleared)
+    return camp, final

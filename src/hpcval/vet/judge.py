@@ -162,8 +162,11 @@ def judge_node_figure(samples: Mapping[str, Sequence[float]], spec: FigureSpec,
 
 def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
                 spec: FigureSpec, settings: JudgeSettings, verdict: Verdict,
-                topology: Mapping[str, str] | None = None) -> None:
+                topology: Mapping[str, str] | None = None,
+                may_name: set[str] | None = None) -> None:
     """A pair figure (PingPong bandwidth between two nodes): nodes, links, switches.
+    With ``may_name``, only those nodes may be named as nodes (the others' low
+    pairs are then judged as links).
 
     Explaining away: a pair with a named peer, or one that leaves a named switch,
     says nothing about the node at its other end, so node scores are computed
@@ -240,7 +243,8 @@ def judge_pairs(nodes: Sequence[str], samples: Mapping[Pair, Sequence[float]],
             samples=_Groups(names, u_node, u_val),
             pool=v_arr[clean_now],
             pool_excluding=_Groups(names, inc_node[clean_inc], v_arr[inc_pair[clean_inc]]))
-        new_named = np.array([node_devs[n].low for n in names], dtype=bool)
+        new_named = np.array([node_devs[n].low and (may_name is None or n in may_name)
+                              for n in names], dtype=bool)
         # a switch once named stays named (its slow pairs are explained by it, so
         # its nodes may look fine afterwards); nodes are judged afresh each time
         found = {c.name: c for c in sw_ctx.judge(new_named, spec, settings, bad_sw)}

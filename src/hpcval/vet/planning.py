@@ -46,9 +46,9 @@ class Options:
     #: shared-memory PingPong: an MPI world ends with any of its nodes)
     again: int = 1
     #: steps that measure again, beside healthy controls, the nodes suspected on
-    #: a per-node figure (one per figure with suspects; 0: name on the first
-    #: measurement alone)
-    confirm: int = 3
+    #: a per-node figure (one per figure and measurement again, as many as
+    #: vet.confirm.needed says; 0: name on the first measurement alone)
+    confirm: int = 4
     minutes: int = 30
     reservation: str | None = None
 

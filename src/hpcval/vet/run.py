@@ -149,7 +149,7 @@ def measure_and_judge(site: VetSite, nodes: Sequence[str], opts: Options, workdi
         wanted = confirm.suspects(node_samples.figures, nodes, opts.judging)
         confirmed = confirm.measure_again(
             alloc, site, nodes, wanted, node_samples, opts.settings, workdir, progress,
-            opts.confirm, set(lost)) if opts.confirm else {}
+            opts.confirm, set(lost), opts.judging) if opts.confirm else {}
         job_id = alloc.job_id
         steps = alloc.steps
         step_seconds = dict(alloc.step_seconds)

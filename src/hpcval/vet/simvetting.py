@@ -17,8 +17,9 @@ The path is the one ``hpcval vet`` runs: :func:`hpcval.vet.campaign.run` (the
 planned rounds of pairs, judging, follow-up rounds, judging again), then
 :func:`hpcval.vet.run.judge_nodes` on the per-node figures, once without the
 confirmation (the first measurement alone) and once with it:
-:func:`hpcval.vet.confirm.suspects`, :func:`hpcval.vet.confirm.controls` and
-the second measurement of the suspects beside the controls, judged by
+:func:`hpcval.vet.confirm.suspects`, then :func:`hpcval.vet.confirm.again_loop`
+(the suspects measured again beside controls, as many times as
+:func:`hpcval.vet.confirm.needed` says), judged by
 :func:`hpcval.vet.confirm.judge_again` inside ``judge_nodes``.
 """
 
@@ -32,6 +33,7 @@ import numpy as np
 from hpcval.vet import campaign, confirm
 from hpcval.vet.judge import JudgeSettings, Verdict
 from hpcval.vet.measure import NodeSamples
+from hpcval.vet.planning import Options
 from hpcval.vet.run import judge_nodes
 from hpcval.vet.schedule import Pair, pair, plan
 from hpcval.vet.simulate import Faults, SimulatedFabric, cluster
@@ -43,6 +45,8 @@ NODE_FIGURES = {"shm_pingpong_bw_1MiB": (470.0, 0.11, 0.16), "triad_bw": (20_000
 #: a slow node: its link at 70 % and its shared-memory bandwidth at 35 %
 SLOW_LINK_RATE = 0.7
 SLOW_SHM = 0.35
+#: steps measuring per-node suspects again (``hpcval vet --confirm``'s default)
+CONFIRM_STEPS = Options().confirm
 
 
 @dataclass
@@ -129,14 +133,14 @@ def vetting(n: int, rng: np.random.Generator, slow_nodes: int = 1, slow_links: i
         if how == "confirmed":
             wanted = confirm.suspects(figures, nodes, settings)
             out.judging += time.perf_counter() - t0
-            confirmed = {}
-            for fig, sus in wanted.items():
-                # the second measurement: suspects and controls in one step, fresh offsets
-                ctrl = confirm.controls(nodes, set(sus))
-                hosts = [*sus, *ctrl]
-                confirmed[fig] = {"suspects": sus, "controls": ctrl, "why": {},
-                                  "samples": model.draw(hosts, fig, slow_shm, rng)}
-                out.suspects += len(sus)
+            # the measurements again: suspects and controls in one step, fresh offsets,
+            # as many as confirm.again_loop decides (the lab's default budget of steps)
+
+            def step(fig: str, hosts: list[str], _j: int) -> tuple[dict[str, list[float]],
+                                                                   dict[str, str]]:
+                return model.draw(hosts, fig, slow_shm, rng), {}
+            confirmed = confirm.again_loop(nodes, wanted, step, CONFIRM_STEPS, set(), settings)
+            out.suspects += sum(len(s) for s in wanted.values())
             t0 = time.perf_counter()
         judge_nodes(verdict, NodeSamples(figures=figures), settings, {}, confirmed)
         out.judging += time.perf_counter() - t0
