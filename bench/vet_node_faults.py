@@ -138,7 +138,9 @@ def run_case(case: str, args: argparse.Namespace, out: Path) -> None:
     faults = parse_case(case)
     for fault, node in faults:
         if fault not in COUNTERS:
-            sh([HPCVAL, "lab", "inject", node, fault])
+            cpus = (["--cpus", str(args.throttle_cpus)]
+                    if fault == "cpu-throttle" and args.throttle_cpus else [])
+            sh([HPCVAL, "lab", "inject", node, fault, *cpus])
     for i in range(1, args.vets + 1):
         for fault, node in faults:
             if fault in COUNTERS:
@@ -209,6 +211,8 @@ def main() -> int:
     ap.add_argument("--health", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--out", type=Path, default=ROOT / "var/node-faults.jsonl")
     ap.add_argument("--max-minutes", type=float, default=24.0)
+    ap.add_argument("--throttle-cpus", type=float, default=None, metavar="X",
+                    help="the cpu-throttle quota in CPUs (default: half the node's share)")
     ap.add_argument("--skip-done", action="store_true",
                     help="skip the cases --out already holds --vets vettings of")
     ap.add_argument("--table", type=Path, metavar="FILE", help="print FILE's Markdown table")
