@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,7 +116,9 @@ def test_vet_names_the_slow_node_drains_it_and_the_gate_says_no(lab6: None,
     page = (result_file.parent / "vet.html").read_text()
     heatmap = page[page.index("<section id='heatmap'>"):]
     assert heatmap[:heatmap.index("</section>")].count("<rect") == 30  # 15 pairs, both ways
-    assert f"node   {SLOW}: PingPong 1 MiB" in proc.stdout
+    # the culprit's line: its finding code first, its severity and remedy after the evidence
+    line = re.search(rf"^  node   \[HC-[A-Z]+\] {SLOW}: PingPong 1 MiB.*$", proc.stdout, re.M)
+    assert line and "remedy: " in line.group(0), proc.stdout
     info = vslurm.nodes_info([SLOW])[SLOW]
     assert "DRAIN" in info.state and "hpcval vet" in info.reason
 
