@@ -47,19 +47,26 @@ def _repository(where: Path) -> Path:
     return repo
 
 
-@pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    """A checkout with an environment holding STREAM alone (locked), and Spack's site
-    scope naming a local mirror that holds STREAM's archive and its manifest."""
+def _tiny_checkout(tmp_path: Path, spack_yaml: str, lock: dict) -> Path:
+    """A checkout whose environment ``tiny`` holds ``spack_yaml`` and ``lock``; Spack
+    must not be installed (these cases are about a machine without it)."""
     if builds.find_spack() is not None:
-        pytest.skip("Spack is installed here: these cases are about the doctor without it")
+        pytest.skip("Spack is installed here: these cases are about a machine without it")
     root = make_checkout(tmp_path)
     shutil.copytree(ROOT / "environments", root / "environments")
     env = root / "environments" / "tiny"
     env.mkdir()
-    (env / "spack.yaml").write_text("spack:\n  specs: [stream]\n  packages:\n    all:\n"
-                                    "      require:\n      - target=x86_64_v3\n")
-    (env / "spack.lock").write_text(json.dumps(STREAM_LOCK))
+    (env / "spack.yaml").write_text(spack_yaml)
+    (env / "spack.lock").write_text(json.dumps(lock))
+    return root
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A checkout with an environment holding STREAM alone (locked), and Spack's site
+    scope naming a local mirror that holds STREAM's archive and its manifest."""
+    root = _tiny_checkout(tmp_path, "spack:\n  specs: [stream]\n  packages:\n    all:\n"
+                          "      require:\n      - target=x86_64_v3\n", STREAM_LOCK)
     spack_root = tmp_path / "spack"
     scope = spack_root / "etc" / "spack" / "site"
     scope.mkdir(parents=True)
@@ -337,17 +344,10 @@ def test_spack_mirror_writes_the_manifest_of_what_it_made(tmp_path: Path, monkey
                                                           capsys) -> None:
     """`hpcval spack mirror` adds every archive it made, verified against its package's
     sha256, to the mirror's SHA256SUMS (the doctor's manifest); a second run keeps it."""
-    if builds.find_spack() is not None:
-        pytest.skip("Spack is installed here: this case is about a machine without it")
-    root = make_checkout(tmp_path)
-    shutil.copytree(ROOT / "environments", root / "environments")
-    env = root / "environments" / "tiny"
-    env.mkdir()
-    (env / "spack.yaml").write_text("spack:\n  specs: [intel-mpi-benchmarks]\n")
-    (env / "spack.lock").write_text(json.dumps({
+    root = _tiny_checkout(tmp_path, "spack:\n  specs: [intel-mpi-benchmarks]\n", {
         "_meta": {"lockfile-version": 6}, "roots": [{"hash": "i", "spec": "imb"}],
         "concrete_specs": {"i": {"name": "intel-mpi-benchmarks", "version": "1.0",
-                                 "namespace": "builtin", "arch": {"target": "x86_64_v3"}}}}))
+                                 "namespace": "builtin", "arch": {"target": "x86_64_v3"}}}})
     sources = tmp_path / "sources"
     sources.mkdir()
     repo = _repository(sources)
@@ -421,14 +421,7 @@ def test_a_second_mirror_run_without_the_clone_keeps_the_listed_stream(tmp_path:
     """Run again into the same bundle or mirror without `--sources`: STREAM (no checksum in
     Spack's package) was named `no clone`, exit 3, though its archive was there with the
     manifest's sha256; now it is kept by that sum. A changed copy is still named."""
-    if builds.find_spack() is not None:
-        pytest.skip("Spack is installed here: this case is about a machine without it")
-    root = make_checkout(tmp_path)
-    shutil.copytree(ROOT / "environments", root / "environments")
-    env = root / "environments" / "tiny"
-    env.mkdir()
-    (env / "spack.yaml").write_text("spack:\n  specs: [stream]\n")
-    (env / "spack.lock").write_text(json.dumps(STREAM_LOCK))
+    root = _tiny_checkout(tmp_path, "spack:\n  specs: [stream]\n", STREAM_LOCK)
     sources = tmp_path / "sources"
     sources.mkdir()
     _repository(sources)
