@@ -128,14 +128,62 @@ def start_slurmctld(layout: LabLayout) -> int:
     return read_pid_file(layout.state_dir / "slurmctld.pid")
 
 
+#: mount options that are not a cgroup v1 hierarchy's controllers
+_MOUNT_FLAGS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec",
+                "strictatime", "nodiratime"}
+
+
+def cgroup_mounts(mountinfo: str | None = None) -> str:
+    """Shell commands that mount this machine's cgroup file systems again under
+    ``/sys/fs/cgroup``, for a process whose ``/sys`` was mounted afresh.
+
+    ``ip netns exec`` mounts a new ``/sys`` for the network namespace, without the
+    cgroup file systems, so on a lab node a process cannot read its own cgroup
+    (``/proc/self/cgroup`` names it, ``/sys/fs/cgroup/...`` is empty); on a cluster
+    node it can, and ``hpcval health`` reads the kernel's throttle count there
+    (docs/vet.md, "A gate that cannot drain in a storm"). The same hierarchies
+    are mounted again (a cgroup v1 controller or cgroup v2 has one hierarchy per
+    kernel), so a node sees the cgroups the lab puts it in. Empty where this
+    machine mounts none there."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return ""
+    cmds: list[str] = []
+    for line in mountinfo.splitlines():
+        pre, sep, post = line.partition(" - ")
+        fields, tail = pre.split(), post.split()
+        if not sep or len(fields) < 5 or len(tail) < 3:
+            continue
+        target, fstype, opts = fields[4], tail[0], tail[2]
+        if target == "/sys/fs/cgroup" and fstype == "tmpfs":
+            cmds.append("mount -t tmpfs -o mode=755 hpcval-lab-cgroup /sys/fs/cgroup")
+        elif target == "/sys/fs/cgroup" and fstype == "cgroup2":
+            cmds.append("mount -t cgroup2 cgroup2 /sys/fs/cgroup")
+        elif target.startswith("/sys/fs/cgroup/") and fstype == "cgroup":
+            ctl = [o for o in opts.split(",") if o not in _MOUNT_FLAGS]
+            if ctl and "/" not in target[len("/sys/fs/cgroup/"):]:
+                cmds.append(f"mkdir -p {target} && mount -t cgroup -o {','.join(ctl)} "
+                            f"cgroup {target}")
+        elif target.startswith("/sys/fs/cgroup/") and fstype == "cgroup2":
+            cmds.append(f"mkdir -p {target} && mount -t cgroup2 cgroup2 {target}")
+    return " && ".join(cmds)
+
+
 def start_slurmd(layout: LabLayout, node: LabNode, mounts: str = "") -> int:
     """Start the node's slurmd in its network namespace and its own UTS namespace,
     so that programs on the node see the node's host name (MPI libraries group
-    ranks into nodes by host name). ``mounts``: shell commands run first in a
-    mount namespace of the node's own, private propagation (the node views,
-    :mod:`hpcval.lab.nodeview`)."""
+    ranks into nodes by host name), with this machine's cgroup file systems
+    mounted where a node has them (:func:`cgroup_mounts`). ``mounts``: shell
+    commands run first in a mount namespace of the node's own, private
+    propagation (the node views, :mod:`hpcval.lab.nodeview`)."""
     (layout.state_dir / "slurmd" / node.name).mkdir(parents=True, exist_ok=True)
     script = f"hostname {node.name} && exec slurmd -f {SLURM_CONF} -N {node.name}"
+    cgroups = cgroup_mounts()
+    if cgroups:
+        # a failed mount leaves the node without its cgroups, as before; it still starts
+        script = f"{{ {cgroups}; }} 2>/dev/null; {script}"
     unshare = ["unshare", "--uts"]
     if mounts:
         script = f"{mounts} && {script}"
