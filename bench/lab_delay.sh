@@ -5,6 +5,7 @@
 #
 #   sudo bench/lab_delay.sh latency VAR_DIR [DELAY ...]
 #   sudo bench/lab_delay.sh verdicts VAR_DIR [K] [CLEAN] [DELAY] [RATE]
+#   sudo bench/lab_delay.sh cut VAR_DIR [K] [CLEAN] [CUT] [RATE] [EVERY]
 #
 # latency: a 2-node lab, unshaped; for each DELAY (default: 0 50us 200us) three launches
 #   through Slurm of IMB PingPong between the nodes (srun, one rank per node, the lab's
@@ -16,6 +17,10 @@
 #   its history verdicts are exactly the counts line (no REGRESSED, UNSTABLE, IMPROVED,
 #   INCONCLUSIVE, WARN or HELD line, counts of pass and no-baseline only); one run with
 #   DELAY (default 50us) on every link; then one clean run; then `hpcval history`.
+# cut: as verdicts, but the background load changes every EVERY clean runs (default 4: 0,
+#   2, 4, 2, 0, ... busy loops added at nice 19, on top of LOAD_PROCS), then the links are cut
+#   to CUT per cent of RATE (default 85: a 15 % bandwidth cut) for two runs: is the cut called
+#   on its first or second run? Then `hpcval history`.
 #
 # SAMPLES=N: samples per figure per run (default 5, the check's least; the 5-iteration IMB
 # latencies of a loaded machine are two-moded, and 5 samples often hold no fast one).
@@ -128,9 +133,46 @@ verdicts() {
         --figure lat_8B | tail -4
 }
 
+varying=()
+set_load() {  # set_load N: exactly N extra busy loops (nice 19) beside LOAD_PROCS
+    local pid
+    for pid in "${varying[@]}"; do kill "$pid" 2>/dev/null; done
+    varying=()
+    for _ in $(seq 1 "$1"); do
+        nice -n 19 sh -c 'while :; do :; done' &
+        varying+=("$!")
+    done
+}
+
+cut() {
+    local k="${1:-5}" clean="${2:-20}" cut="${3:-85}" rate="${4:-200}" every="${5:-4}"
+    local steps=(0 2 4 2) i
+    trap 'set_load 0; cleanup' EXIT
+    quiet_runs=0
+    hpcval lab up --nodes 2 --no-file-server >/dev/null
+    hpcval lab fabric "${rate}m"
+    for i in $(seq 1 "$k"); do run_one "base-$i" baseline; done
+    quiet_runs=0
+    for i in $(seq 1 "$clean"); do
+        if [ $(((i - 1) % every)) = 0 ]; then
+            set_load "${steps[$((((i - 1) / every) % 4))]}"
+            echo "== load: ${#varying[@]} busy loop(s) added from clean-$i"
+        fi
+        run_one "clean-$i" clean
+    done
+    set_load 0
+    echo "== quiet clean repeats: $quiet_runs of $clean"
+    hpcval lab fabric "$((rate * cut / 100))m"
+    run_one cut-1 cut
+    run_one cut-2 cut
+    hpcval lab fabric "${rate}m"
+    HPCVAL_VAR="$var" hpcval history --site lab | tail -6
+}
+
 case "$mode" in
     latency) latency "$@" ;;
     verdicts) verdicts "$@" ;;
-    *) echo "lab_delay.sh: MODE is latency or verdicts" >&2; exit 2 ;;
+    cut) cut "$@" ;;
+    *) echo "lab_delay.sh: MODE is latency, verdicts or cut" >&2; exit 2 ;;
 esac
 echo "== $(date -u +%FT%TZ) $(uptime)"
