@@ -20,7 +20,8 @@
 # cut: as verdicts, but the background load changes every EVERY clean runs (default 4: 0,
 #   2, 4, 2, 0, ... busy loops added at nice 19, on top of LOAD_PROCS), then the links are cut
 #   to CUT per cent of RATE (default 85: a 15 % bandwidth cut) for two runs: is the cut called
-#   on its first or second run? Then `hpcval history`.
+#   on its first or second run? Then `hpcval history`. UNTIL=EPOCH: no clean repeat is
+#   started after that time (the cut runs still are); the count says how many ran.
 #
 # SAMPLES=N: samples per figure per run (default 5, the check's least; the 5-iteration IMB
 # latencies of a loaded machine are two-moded, and 5 samples often hold no fast one).
@@ -153,7 +154,13 @@ cut() {
     hpcval lab fabric "${rate}m"
     for i in $(seq 1 "$k"); do run_one "base-$i" baseline; done
     quiet_runs=0
+    local ran=0
     for i in $(seq 1 "$clean"); do
+        if [ -n "${UNTIL:-}" ] && [ "$(date +%s)" -ge "$UNTIL" ]; then
+            echo "== stopped before clean-$i: UNTIL passed"
+            break
+        fi
+        ran=$i
         if [ $(((i - 1) % every)) = 0 ]; then
             set_load "${steps[$((((i - 1) / every) % 4))]}"
             echo "== load: ${#varying[@]} busy loop(s) added from clean-$i"
@@ -161,7 +168,7 @@ cut() {
         run_one "clean-$i" clean
     done
     set_load 0
-    echo "== quiet clean repeats: $quiet_runs of $clean"
+    echo "== quiet clean repeats: $quiet_runs of $ran"
     hpcval lab fabric "$((rate * cut / 100))m"
     run_one cut-1 cut
     run_one cut-2 cut
