@@ -19,6 +19,9 @@ from hpcval.run.holds import figure_name, hold_reasons
 #: Outcomes that fail the run (``unstable`` unless judging.yaml says
 #: ``unstable_fails: false``).
 FAILING = {"regressed", "unstable"}
+#: Share of a clean run's false-alarm budget ``alpha`` spent by the single-run
+#: verdicts; the run-to-run spread test and the sustained rule spend the rest.
+SINGLE_SHARE = 0.7
 
 
 @dataclass
@@ -62,7 +65,7 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
             figures[name] = judging.FigureData(runs, fig.samples, fig.better, fig.unit, starts,
                                                _gap(hist, rejected))
             where[name] = (case.key, fig.variable, fig.unit, hist, fig.samples, fig.better)
-    results = judging.judge_run(figures, settings)
+    results = judging.judge_run(figures, _single_run(settings))
     # a worse level held over the last runs: Page's CUSUM on each family's
     # self-started scores (docs/judging.md)
     sustained, _series = _sustained(judging, figures, where, settings, run_id, level_runs,
@@ -127,6 +130,22 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
                  "figures": [list(f) for _, f in reasons]} if reasons else None)
     out.accepted = run_accepted and not out.regressed and out.hold is None
     return out
+
+
+def _single_run(settings: Any) -> Any:
+    """The settings the single-run verdicts (``judge_run``) are judged at: every
+    ``alpha`` (the default and each figure's override) times
+    :data:`SINGLE_SHARE`, the share of a clean run's false-alarm budget left to
+    them; the spread test and the sustained rule spend the rest
+    (docs/judging.md, "One false-alarm budget for every rule")."""
+    from dataclasses import replace
+
+    if SINGLE_SHARE >= 1:
+        return settings
+    overrides = tuple((pattern, {**values, "alpha": values["alpha"] * SINGLE_SHARE}
+                       if "alpha" in values else values)
+                      for pattern, values in settings.overrides)
+    return replace(settings, alpha=settings.alpha * SINGLE_SHARE, overrides=overrides)
 
 
 def window(points: list[HistoryPoint], n: int, level_runs: frozenset[str] = frozenset()

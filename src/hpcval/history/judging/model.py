@@ -437,10 +437,11 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
     var_pred = between + v_cur + spread2 / k
     # runs that depend on each other (a level that wanders and comes back): the
     # window's variance underestimates the between-run variance by about
-    # (1 + rho) / (n (1 - rho)), and the level's K runs average out less of it.
-    # A run right behind the level's runs (``gap`` 0) follows them; one behind
+    # (1 + rho) / (n (1 - rho)). A run right behind the level's runs (``gap`` 0)
+    # is judged against the AR(1) forecast from the newest of them; one behind
     # called runs (a level that wandered off, gap >= 1) or of unknown place is
-    # taken as unrelated to them. Never bolder than for independent runs
+    # taken as unrelated to them, against the level's K runs, which average out
+    # less of the wander, and never bolder than for independent runs
     # (docs/judging.md, "Runs that depend on each other")
     rho = lag1(medians[:-5] if medians.size >= RHO_RUNS + 5 else medians,
                starts if medians.size < RHO_RUNS + 5 else [s0 for s0 in starts
@@ -449,12 +450,25 @@ def _assess(data: FigureData, fs: FigureSettings, name: str) -> _Assessment | No
         rho_b = min(rho * spread2 / between, RHO_MAX)
         bias = 1.0 - (1 + rho_b) / (max(used, 2) * (1 - rho_b))
         b_marg = between / max(bias, 1 / 3)
-        cov = 0.0
-        if data.gap == 0:  # right behind the level's runs: it follows them
-            cov = b_marg * sum(rho_b ** i for i in range(1, k + 1)) / k
-        var_ar = (b_marg + v_cur + b_marg * level_factor(rho_b, k) + v_bar / k - 2 * cov)
-        # at least the independent runs' prediction with the corrected variance
-        var_pred = max(b_marg + v_cur + (b_marg + v_bar) / k, var_ar)
+        if data.gap == 0:
+            # the best linear prediction of an AR(1) one run on: mu + rho (y_prev
+            # - mu) (mu: the mean of the level's runs in the window, rho the run
+            # values' own lag-1 correlation), its variance the innovation's,
+            # var_y (1 - rho^2), the run's within-run excess, mu's error times
+            # (1 - rho)^2, and rho's own (var(rho) ~ (1 - rho^2) / n) times
+            # (y_prev - mu)^2
+            own_m = medians[max([0, *starts]):]
+            mu = float(np.mean(own_m))
+            prev = float(medians[-1]) - mu
+            var_y = b_marg + v_bar
+            var_pred = (var_y * (1 - rho * rho) + (v_cur - v_bar)
+                        + var_y * level_factor(rho, own_m.size) * (1 - rho) ** 2
+                        + prev * prev * (1 - rho * rho) / max(used, 2))
+            base = mu + rho * prev
+        else:
+            var_ar = b_marg + v_cur + b_marg * level_factor(rho_b, k) + v_bar / k
+            # at least the independent runs' prediction with the corrected variance
+            var_pred = max(b_marg + v_cur + (b_marg + v_bar) / k, var_ar)
     se = math.sqrt(var_pred)
     cur_level = level_of(cur)
     diff = cur_level - base
