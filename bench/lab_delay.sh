@@ -145,7 +145,7 @@ set_load() {  # set_load N: exactly N extra busy loops (nice 19) beside LOAD_PRO
     done
 }
 
-cut() {
+verdicts_cut() {
     local k="${1:-5}" clean="${2:-20}" cut="${3:-85}" rate="${4:-200}" every="${5:-4}"
     local steps=(0 2 4 2) i
     trap 'set_load 0; cleanup' EXIT
@@ -179,7 +179,7 @@ cut() {
 case "$mode" in
     latency) latency "$@" ;;
     verdicts) verdicts "$@" ;;
-    cut) cut "$@" ;;
+    cut) verdicts_cut "$@" ;;
     *) echo "lab_delay.sh: MODE is latency, verdicts or cut" >&2; exit 2 ;;
 esac
 echo "== $(date -u +%FT%TZ) $(uptime)"
