@@ -35,7 +35,15 @@ from pathlib import Path
 from hpcval.lab import network
 from hpcval.lab.layout import MARKER, LabLayout, LabNode
 from hpcval.lab.state import LabState
-from hpcval.lab.system import LabError, pid_alive, pid_executable, read_pid_file, run, stop_pid
+from hpcval.lab.system import (
+    LabError,
+    mount_entries,
+    pid_alive,
+    pid_executable,
+    read_pid_file,
+    run,
+    stop_pid,
+)
 
 SSHD = "/usr/sbin/sshd"
 #: sshd's privilege-separation directory; Debian's init scripts create it, the lab
@@ -187,17 +195,10 @@ def fuse_mounts(pid: int | str, path: Path) -> list[str]:
 
 def parse_fuse_mounts(text: str, path: Path) -> list[str]:
     """Mount points of FUSE file systems at or below ``path`` in ``mountinfo`` text."""
-    found = []
     prefix = str(path).rstrip("/")
-    for line in text.splitlines():
-        fields = line.split()
-        try:
-            target, fstype = fields[4], fields[fields.index("-") + 1]
-        except (ValueError, IndexError):
-            continue
-        if fstype.startswith("fuse") and (target == prefix or target.startswith(prefix + "/")):
-            found.append(target)
-    return found
+    return [target for target, fstype, _opts in mount_entries(text)
+            if fstype.startswith("fuse")
+            and (target == prefix or target.startswith(prefix + "/"))]
 
 
 def is_mounted(pid: int, path: Path) -> bool:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from hpcval.lab.layout import MARKER, LabLayout, LabNode
-from hpcval.lab.system import LabError, read_pid_file, run
+from hpcval.lab.system import LabError, mount_entries, read_pid_file, run
 
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
 #: Slurm's PMI2 library (Debian package libpmi2-0), which Intel MPI uses under srun.
@@ -151,12 +151,7 @@ def cgroup_mounts(mountinfo: str | None = None) -> str:
         except OSError:
             return ""
     cmds: list[str] = []
-    for line in mountinfo.splitlines():
-        pre, sep, post = line.partition(" - ")
-        fields, tail = pre.split(), post.split()
-        if not sep or len(fields) < 5 or len(tail) < 3:
-            continue
-        target, fstype, opts = fields[4], tail[0], tail[2]
+    for target, fstype, opts in mount_entries(mountinfo):
         if target == "/sys/fs/cgroup" and fstype == "tmpfs":
             cmds.append("mount -t tmpfs -o mode=755 hpcval-lab-cgroup /sys/fs/cgroup")
         elif target == "/sys/fs/cgroup" and fstype == "cgroup2":

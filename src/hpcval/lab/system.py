@@ -17,6 +17,18 @@ class LabError(HpcvalError):
     """The lab could not be brought up, changed or taken down."""
 
 
+def mount_entries(mountinfo: str) -> list[tuple[str, str, str]]:
+    """(mount point, file system type, super options) of each line of a
+    ``/proc/<pid>/mountinfo`` text; lines that are not of its shape are left out."""
+    out = []
+    for line in mountinfo.splitlines():
+        pre, sep, post = line.partition(" - ")
+        fields, tail = pre.split(), post.split()
+        if sep and len(fields) >= 5 and tail:
+            out.append((fields[4], tail[0], tail[2] if len(tail) >= 3 else ""))
+    return out
+
+
 def require_root(action: str) -> None:
     """Raise a clear error unless running as root."""
     if os.geteuid() != 0:
