@@ -38,7 +38,7 @@ def sh(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]
                           cwd=ROOT)
 
 
-def lines_by_round(log: Path, nodes: int) -> list[list[dict]]:
+def lines_by_round(log: Path) -> list[list[dict]]:
     """The gate lines grouped into rounds (a round: gates that started within 30 s
     of the round's first)."""
     recs = []
@@ -128,7 +128,7 @@ echo "$began $(date +%s.%N) $(hostname) $rc $(echo "$out" | tr '\\n' ' ')" >> {l
         done = 0
         while done < args.rounds and time.monotonic() - t0 < (args.rounds + 2) * args.interval:
             time.sleep(5)
-            rounds = lines_by_round(log, args.nodes)
+            rounds = lines_by_round(log)
             complete = [r for r in rounds if len(r) >= args.nodes]
             if len(complete) <= done:
                 continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hpcval.history.records import HistoryPoint
@@ -138,10 +138,6 @@ def _single_run(settings: Any) -> Any:
     :data:`SINGLE_SHARE`, the share of a clean run's false-alarm budget left to
     them; the spread test and the sustained rule spend the rest
     (docs/judging.md, "One false-alarm budget for every rule")."""
-    from dataclasses import replace
-
-    if SINGLE_SHARE >= 1:
-        return settings
     overrides = tuple((pattern, {**values, "alpha": values["alpha"] * SINGLE_SHARE}
                        if "alpha" in values else values)
                       for pattern, values in settings.overrides)
