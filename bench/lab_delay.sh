@@ -115,13 +115,18 @@ run_one() {  # run_one NAME PHASE: validate, print its history verdict lines and
     [ "$quiet" = yes ] && quiet_runs=$((quiet_runs + 1))
 }
 
-verdicts() {
-    local k="${1:-5}" clean="${2:-10}" delay="${3:-50us}" rate="${4:-200}"
+baseline() {  # baseline K RATE: a 2-node lab at RATE Mbit/s and K runs for the baseline
+    local i
     quiet_runs=0
     hpcval lab up --nodes 2 --no-file-server >/dev/null
-    hpcval lab fabric "${rate}m"
-    for i in $(seq 1 "$k"); do run_one "base-$i" baseline; done
+    hpcval lab fabric "${2}m"
+    for i in $(seq 1 "$1"); do run_one "base-$i" baseline; done
     quiet_runs=0
+}
+
+verdicts() {
+    local k="${1:-5}" clean="${2:-10}" delay="${3:-50us}" rate="${4:-200}"
+    baseline "$k" "$rate"
     for i in $(seq 1 "$clean"); do run_one "clean-$i" clean; done
     echo "== quiet clean repeats: $quiet_runs of $clean"
     hpcval lab fabric "${rate}m" --delay "$delay"
@@ -149,11 +154,7 @@ verdicts_cut() {
     local k="${1:-5}" clean="${2:-20}" cut="${3:-85}" rate="${4:-200}" every="${5:-4}"
     local steps=(0 2 4 2) i
     trap 'set_load 0; cleanup' EXIT
-    quiet_runs=0
-    hpcval lab up --nodes 2 --no-file-server >/dev/null
-    hpcval lab fabric "${rate}m"
-    for i in $(seq 1 "$k"); do run_one "base-$i" baseline; done
-    quiet_runs=0
+    baseline "$k" "$rate"
     local ran=0
     for i in $(seq 1 "$clean"); do
         if [ -n "${UNTIL:-}" ] && [ "$(date +%s)" -ge "$UNTIL" ]; then
