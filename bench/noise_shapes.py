@@ -352,6 +352,10 @@ def summarize_sequence(name: str, got: list[list[tuple[str, str, bool]]]) -> dic
         by = 1 if name == "drop-20" else 5
         out[f"called by run {by}"] = _rate(
             sum(any(o == "regressed" for _, o, _ in seq[:by]) for seq in got), len(got))
+        if name != "drop-20":  # a level that moved, named as a grown spread
+            step = [o for seq in got for k, o, _ in seq if k == "fault"]
+            out["step runs named unstable"] = _rate(sum(o == "unstable" for o in step),
+                                                    len(step))
     if name == "step-return":
         step = [o for seq in got for k, o, _ in seq if k == "fault"]
         out["step runs called"] = _rate(sum(o == "regressed" for o in step), len(step))

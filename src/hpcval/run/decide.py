@@ -22,6 +22,14 @@ FAILING = {"regressed", "unstable"}
 #: Share of a clean run's false-alarm budget ``alpha`` spent by the single-run
 #: verdicts; the run-to-run spread test and the sustained rule spend the rest.
 SINGLE_SHARE = 0.7
+#: A grown run-to-run spread is named only where the newest this many runs
+#: hold one beyond the threshold above the level and one below it.
+BOTH_WAYS_RUNS = 5
+#: The spread test's alpha for a run whose level verdict is already beyond its
+#: threshold (``regressed`` or ``improved``): it only names the alarm, as a
+#: grown run-to-run spread (``unstable``) where the run lies within the wider
+#: spread, or as a move of the level.
+SPREAD_NAMING_ALPHA = 0.25
 
 
 @dataclass
@@ -78,9 +86,16 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
         fs = settings.for_figure(name)
         every = _medians(hist, current, run_id, level_runs, pending, verdict,
                          figures[name].baseline_runs, fs.alpha, rejected, fs.k, True)
-        grown = (_grown(every, fs, _rho(figures[name], verdict))
-                 if outcome != "no-baseline" and not str(verdict.note).startswith(
-                     "fast mode gone") else None)
+        judged = outcome != "no-baseline" and not str(verdict.note).startswith(
+            "fast mode gone")
+        grown = _grown(every, fs, _rho(figures[name], verdict)) if judged else None
+        if grown is None and judged and outcome in ("regressed", "improved"):
+            # a run already beyond its threshold is an alarm either way: which
+            # one (the level moved, or the spread grew) is read at a looser
+            # alpha, at no cost to clean runs (docs/judging.md)
+            grown = _names_spread(every, fs, _rho(figures[name], verdict))
+        if grown is not None and not _both_ways(every[0][-BOTH_WAYS_RUNS:], detail):
+            grown = None  # runs beyond the level one way only: the level moved
         if grown is not None and not _beyond(detail, grown["ratio"]):
             # the run-to-run spread grew, the level held: named as such, not as
             # a move of the level (a regression or improvement within the new
@@ -301,6 +316,32 @@ def _grown(ser: tuple[list[float], list[str]], fs: Any, rho: float = 0.0
     if found is not None:
         found["since"] = ids[len(ids) - found["runs"]]
     return found
+
+
+def _names_spread(every: tuple[list[float], list[str]], fs: Any, rho: float
+                  ) -> dict[str, Any] | None:
+    """For a run already beyond its threshold: whether the runs before it (not
+    the run itself: one far run is a move of the level) scatter more than the
+    accepted runs, at :data:`SPREAD_NAMING_ALPHA`. Returns what
+    :func:`_grown` returns, the run itself counted in ``runs``, or None."""
+    values, ids = every
+    if len(values) < 2:
+        return None
+    found = _grown((values[:-1], ids[:-1]), replace(fs, alpha=SPREAD_NAMING_ALPHA), rho)
+    return None if found is None else {**found, "runs": found["runs"] + 1}
+
+
+def _both_ways(values: Sequence[float], detail: Mapping[str, Any]) -> bool:
+    """Whether ``values`` (the runs a grown spread was read from) hold a run
+    beyond the verdict's threshold above its level and one below it: a
+    scatter that grew reaches both ways, a level that moved (a step inside
+    the newest runs widens their deviations too) only one."""
+    base, thr = detail.get("baseline_median"), detail.get("threshold")
+    if not isinstance(base, int | float) or base <= 0 or not isinstance(thr, int | float):
+        return False
+    far = math.log1p(thr)
+    logs = [math.log(v / base) for v in values if v > 0]
+    return any(y > far for y in logs) and any(y < -far for y in logs)
 
 
 def _beyond(detail: Mapping[str, Any], ratio: float) -> bool:
