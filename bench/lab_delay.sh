@@ -15,13 +15,19 @@
 #   imb_pingpong_internode_check (5 samples per figure) into VAR_DIR (HPCVAL_VAR): K clean
 #   runs make the baseline (default 5); CLEAN clean repeats (default 10), each "quiet" when
 #   its history verdicts are exactly the counts line (no REGRESSED, UNSTABLE, IMPROVED,
-#   INCONCLUSIVE, WARN or HELD line, counts of pass and no-baseline only); one run with
-#   DELAY (default 50us) on every link; then one clean run; then `hpcval history`.
+#   INCONCLUSIVE, WARN or HELD line, counts of pass and no-baseline only), "counts line
+#   only" when nothing but the counts line is printed (what a person reads on a clean run:
+#   inconclusive figures are counted in it); one run with DELAY (default 50us) on every
+#   link; then one clean run; then `hpcval history`.
 # cut: as verdicts, but the background load changes every EVERY clean runs (default 4: 0,
 #   2, 4, 2, 0, ... busy loops added at nice 19, on top of LOAD_PROCS), then the links are cut
 #   to CUT per cent of RATE (default 85: a 15 % bandwidth cut) for two runs: is the cut called
 #   on its first or second run? Then `hpcval history`. UNTIL=EPOCH: no clean repeat is
 #   started after that time (the cut runs still are); the count says how many ran.
+#   SPAN=1: the history spans the load: the K baseline runs are made under the same
+#   changing load (the clean repeats go on where they left it) and stored unjudged
+#   (`validate --record`, which also rewrites the lab site's references.yaml and
+#   host-expectations.yaml: run it from a copy of the checkout).
 #
 # SAMPLES=N: samples per figure per run (default 5, the check's least; the 5-iteration IMB
 # latencies of a loaded machine are two-moded, and 5 samples often hold no fast one).
@@ -100,7 +106,7 @@ print(f"delay '"$1"' UDP round trip: min {r[0]:.0f} us, median {statistics.media
 }
 
 run_one() {  # run_one NAME PHASE: validate, print its history verdict lines and whether quiet
-    local name="$1" phase="$2" log="$var/$1.log" rc lines quiet
+    local name="$1" phase="$2" log="$var/$1.log" rc lines quiet only
     HPCVAL_VAR="$var" hpcval validate --site lab --tag exp=labdelay --tag "phase=$phase" -- \
         -n imb_pingpong_internode_check -S repetitions=5 -S "samples=${SAMPLES:-5}" >"$log" 2>&1
     rc=$?
@@ -110,25 +116,42 @@ run_one() {  # run_one NAME PHASE: validate, print its history verdict lines and
         printf '%s\n' "$lines" | grep -qE '^History verdicts: [0-9]+ (pass|no-baseline)(, [0-9]+ (pass|no-baseline))? \('; then
         quiet=yes
     fi
-    echo "== $name ($phase): exit $rc, quiet $quiet, load $(load), $(date -u +%TZ)"
+    only=no  # nothing printed but the counts line (inconclusive figures are counted in it)
+    if [ "$(printf '%s\n' "$lines" | wc -l)" = 1 ] &&
+        printf '%s\n' "$lines" | grep -q '^History verdicts: '; then
+        only=yes
+    fi
+    echo "== $name ($phase): exit $rc, quiet $quiet, counts line only $only, load $(load)," \
+        "$(date -u +%TZ)"
     printf '%s\n' "$lines" | sed 's/^/   /'
     [ "$quiet" = yes ] && quiet_runs=$((quiet_runs + 1))
+    [ "$only" = yes ] && only_runs=$((only_runs + 1))
+}
+
+record_one() {  # record_one NAME: one run stored unjudged (validate --record), its load
+    local name="$1" log="$var/$1.log" rc
+    HPCVAL_VAR="$var" hpcval validate --site lab --record --tag exp=labdelay \
+        --tag phase=baseline -- -n imb_pingpong_internode_check -S repetitions=5 \
+        -S "samples=${SAMPLES:-5}" >"$log" 2>&1
+    rc=$?
+    echo "== $name (recorded): exit $rc, load $(load), $(date -u +%TZ)"
+    grep -E '^Recorded:|hpcval: error' "$log" | sed 's/^/   /'
 }
 
 baseline() {  # baseline K RATE: a 2-node lab at RATE Mbit/s and K runs for the baseline
     local i
-    quiet_runs=0
+    quiet_runs=0 only_runs=0
     hpcval lab up --nodes 2 --no-file-server >/dev/null
     hpcval lab fabric "${2}m"
     for i in $(seq 1 "$1"); do run_one "base-$i" baseline; done
-    quiet_runs=0
+    quiet_runs=0 only_runs=0
 }
 
 verdicts() {
     local k="${1:-5}" clean="${2:-10}" delay="${3:-50us}" rate="${4:-200}"
     baseline "$k" "$rate"
     for i in $(seq 1 "$clean"); do run_one "clean-$i" clean; done
-    echo "== quiet clean repeats: $quiet_runs of $clean"
+    echo "== quiet clean repeats: $quiet_runs of $clean; only the counts line: $only_runs of $clean"
     hpcval lab fabric "${rate}m" --delay "$delay"
     run_one delay delay
     hpcval lab status | grep -E "^lab:|^  delay" || true
@@ -152,9 +175,25 @@ set_load() {  # set_load N: exactly N extra busy loops (nice 19) beside LOAD_PRO
 
 verdicts_cut() {
     local k="${1:-5}" clean="${2:-20}" cut="${3:-85}" rate="${4:-200}" every="${5:-4}"
-    local steps=(0 2 4 2) i
+    local steps=(0 2 4 2) i n=0
     trap 'set_load 0; cleanup' EXIT
-    baseline "$k" "$rate"
+    step() {  # step NAME: the load of the n-th run of the changing load
+        if [ $((n % every)) = 0 ]; then
+            set_load "${steps[$(((n / every) % 4))]}"
+            echo "== load: ${#varying[@]} busy loop(s) added from $1"
+        fi
+        n=$((n + 1))
+    }
+    if [ -n "${SPAN:-}" ]; then
+        # the history spans the load: its K runs recorded under the same changing
+        # load, stored unjudged as a new site records its first runs
+        hpcval lab up --nodes 2 --no-file-server >/dev/null
+        hpcval lab fabric "${rate}m"
+        for i in $(seq 1 "$k"); do step "base-$i"; record_one "base-$i"; done
+        quiet_runs=0 only_runs=0
+    else
+        baseline "$k" "$rate"
+    fi
     local ran=0
     for i in $(seq 1 "$clean"); do
         if [ -n "${UNTIL:-}" ] && [ "$(date +%s)" -ge "$UNTIL" ]; then
@@ -162,14 +201,11 @@ verdicts_cut() {
             break
         fi
         ran=$i
-        if [ $(((i - 1) % every)) = 0 ]; then
-            set_load "${steps[$((((i - 1) / every) % 4))]}"
-            echo "== load: ${#varying[@]} busy loop(s) added from clean-$i"
-        fi
+        step "clean-$i"
         run_one "clean-$i" clean
     done
     set_load 0
-    echo "== quiet clean repeats: $quiet_runs of $ran"
+    echo "== quiet clean repeats: $quiet_runs of $ran; only the counts line: $only_runs of $ran"
     hpcval lab fabric "$((rate * cut / 100))m"
     run_one cut-1 cut
     run_one cut-2 cut
