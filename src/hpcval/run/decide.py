@@ -30,6 +30,8 @@ BOTH_WAYS_RUNS = 5
 #: grown run-to-run spread (``unstable``) where the run lies within the wider
 #: spread, or as a move of the level.
 SPREAD_NAMING_ALPHA = 0.25
+#: Fewest accepted runs whose range says that a run lies within what they held.
+WITHIN_RUNS = 10
 
 
 @dataclass
@@ -133,6 +135,9 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
                                   f"level's wander from it (lag-1 correlation "
                                   f"{follows['rho']:.2f}, p={follows['p']:.2g}); held until "
                                   "a run comes back or a person decides")
+        within = _within_accepted(figures[name].baseline_runs, current)
+        if within is not None:
+            detail["within_accepted"] = within
         out.verdicts.append((case_key, variable, outcome, detail))
     failing = FAILING if settings.unstable_fails else {"regressed"}
     out.regressed = any(o in failing for _, _, o, _ in out.verdicts)
@@ -332,16 +337,37 @@ def _names_spread(every: tuple[list[float], list[str]], fs: Any, rho: float
 
 
 def _both_ways(values: Sequence[float], detail: Mapping[str, Any]) -> bool:
-    """Whether ``values`` (the runs a grown spread was read from) hold a run
-    beyond the verdict's threshold above its level and one below it: a
-    scatter that grew reaches both ways, a level that moved (a step inside
-    the newest runs widens their deviations too) only one."""
+    """Whether ``values`` (the newest :data:`BOTH_WAYS_RUNS` run values, this
+    run last) hold a run beyond the verdict's threshold above its level and
+    one below it: a scatter that grew reaches both ways, a level that moved
+    only one (and a step inside the newest 8 or 12 runs widens their
+    deviations from one median as a wider scatter does)."""
     base, thr = detail.get("baseline_median"), detail.get("threshold")
     if not isinstance(base, int | float) or base <= 0 or not isinstance(thr, int | float):
         return False
     far = math.log1p(thr)
     logs = [math.log(v / base) for v in values if v > 0]
     return any(y > far for y in logs) and any(y < -far for y in logs)
+
+
+def _within_accepted(runs: Sequence[Sequence[float]], current: Sequence[float]
+                     ) -> dict[str, Any] | None:
+    """The lowest and highest median of the accepted window's runs when this
+    run's median lies between them (at least :data:`WITHIN_RUNS` runs), else
+    None: a run the accepted runs have already been as far as is no outlier
+    to hold out of the baselines (``run.holds.hold_reasons``)."""
+    meds = [_median(r) for r in runs if r]
+    if len(meds) < WITHIN_RUNS or not current:
+        return None
+    here = _median(current)
+    low, high = min(meds), max(meds)
+    return {"low": low, "high": high, "runs": len(meds)} if low <= here <= high else None
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def _beyond(detail: Mapping[str, Any], ratio: float) -> bool:

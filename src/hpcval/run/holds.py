@@ -50,8 +50,13 @@ def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings:
         fs = settings.for_figure(figure_name(case_key, variable))
         change = Change.from_detail(d)
         thr = (d.get("needed") or {}).get("threshold")
-        why = hold_reason(outcome, change.change if change else None,
-                          thr if isinstance(thr, int | float) else None, fs.hold_factor)
+        within = isinstance(d.get("within_accepted"), dict)
+        # a run whose median the accepted runs have held already (moved far, or
+        # too noisy to resolve, or without a fast level) is what they are:
+        # held only where it lies beyond them
+        why = None if within else hold_reason(
+            outcome, change.change if change else None,
+            thr if isinstance(thr, int | float) else None, fs.hold_factor)
         p = d.get("p_value")
         if why is None and outcome == "improved" and isinstance(p, int | float) \
                 and p <= EXTREME_P:
@@ -67,7 +72,7 @@ def hold_reasons(verdicts: list[tuple[str, str, str, dict[str, Any]]], settings:
                    "that stays")
         share = d.get("slow_share")
         if why is None and outcome == "inconclusive" and change is None \
-                and isinstance(share, dict):
+                and isinstance(share, dict) and not within:
             # no fast level, the share leaning to a vanished mode (judging.verdict)
             why = (f"has no fast level: slow-mode share {share.get('now', 0):.0%} against "
                    f"{share.get('before', 0):.0%} before (p={share.get('p', 1):.2g})")
