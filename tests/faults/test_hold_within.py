@@ -32,7 +32,8 @@ def test_a_run_where_accepted_runs_have_been_is_accepted(tmp_path):
     the baselines until a person decided."""
     site = _site(tmp_path)
     value = _loaded_history(site)[3]  # three accepted runs were lower
-    run, outcome, detail = _judge(site, value * np.exp(np.random.default_rng(3).normal(0, 0.01, 5)))
+    noise = np.exp(np.random.default_rng(3).normal(0, 0.01, 5))
+    run, outcome, detail = _judge(site, value * noise)
     assert outcome == "inconclusive", detail.get("note")
     assert run not in Store(site.history_db).holds()
     assert detail["within_accepted"]["low"] < value < detail["within_accepted"]["high"]
@@ -42,6 +43,7 @@ def test_a_run_beyond_every_accepted_run_is_still_held(tmp_path):
     """Lower than any accepted run: called or held, as before."""
     site = _site(tmp_path)
     low = _loaded_history(site)[0]
-    run, outcome, detail = _judge(site, 0.8 * low * np.exp(np.random.default_rng(4).normal(0, 0.01, 5)))
+    noise = np.exp(np.random.default_rng(4).normal(0, 0.01, 5))
+    run, outcome, detail = _judge(site, 0.8 * low * noise)
     assert "within_accepted" not in detail
     assert outcome == "regressed" or run in Store(site.history_db).holds()
