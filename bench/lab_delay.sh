@@ -48,6 +48,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 exec 9>/tmp/hpcval-lab.lock
 flock -w 3600 9
 busy=()
+quiet_runs=0 only_runs=0  # clean repeats that were quiet, that printed only the counts line
 cleanup() {
     for pid in "${busy[@]}"; do kill "$pid" 2>/dev/null; done
     hpcval lab down >/dev/null 2>&1 || true
@@ -138,11 +139,14 @@ record_one() {  # record_one NAME: one run stored unjudged (validate --record), 
     grep -E '^Recorded:|hpcval: error' "$log" | sed 's/^/   /'
 }
 
+lab_at() {  # lab_at RATE: a 2-node lab at RATE Mbit/s
+    hpcval lab up --nodes 2 --no-file-server >/dev/null
+    hpcval lab fabric "${1}m"
+}
+
 baseline() {  # baseline K RATE: a 2-node lab at RATE Mbit/s and K runs for the baseline
     local i
-    quiet_runs=0 only_runs=0
-    hpcval lab up --nodes 2 --no-file-server >/dev/null
-    hpcval lab fabric "${2}m"
+    lab_at "$2"
     for i in $(seq 1 "$1"); do run_one "base-$i" baseline; done
     quiet_runs=0 only_runs=0
 }
@@ -187,10 +191,8 @@ verdicts_cut() {
     if [ -n "${SPAN:-}" ]; then
         # the history spans the load: its K runs recorded under the same changing
         # load, stored unjudged as a new site records its first runs
-        hpcval lab up --nodes 2 --no-file-server >/dev/null
-        hpcval lab fabric "${rate}m"
+        lab_at "$rate"
         for i in $(seq 1 "$k"); do step "base-$i"; record_one "base-$i"; done
-        quiet_runs=0 only_runs=0
     else
         baseline "$k" "$rate"
     fi

@@ -348,17 +348,16 @@ def summarize_sequence(name: str, got: list[list[tuple[str, str, bool]]]) -> dic
     if name == "good-x1.5":
         out["x1.5 run accepted"] = _rate(sum(seq[0][2] for seq in got), len(got))
         out["x1.5 run held or called"] = _rate(sum(not seq[0][2] for seq in got), len(got))
+    faults = [o for seq in got for k, o, _ in seq if k == "fault"]
     if name.startswith(("step-10", "drop-20")):
         by = 1 if name == "drop-20" else 5
         out[f"called by run {by}"] = _rate(
             sum(any(o == "regressed" for _, o, _ in seq[:by]) for seq in got), len(got))
         if name != "drop-20":  # a level that moved, named as a grown spread
-            step = [o for seq in got for k, o, _ in seq if k == "fault"]
-            out["step runs named unstable"] = _rate(sum(o == "unstable" for o in step),
-                                                    len(step))
+            out["step runs named unstable"] = _rate(sum(o == "unstable" for o in faults),
+                                                    len(faults))
     if name == "step-return":
-        step = [o for seq in got for k, o, _ in seq if k == "fault"]
-        out["step runs called"] = _rate(sum(o == "regressed" for o in step), len(step))
+        out["step runs called"] = _rate(sum(o == "regressed" for o in faults), len(faults))
     if name == "after-x0.5":
         out["x0.5 run called"] = _rate(sum(seq[0][1] == "regressed" for seq in got), len(got))
     return out

@@ -9,6 +9,7 @@ same function on simulated histories."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -78,8 +79,11 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
     results = judging.judge_run(figures, _single_run(settings))
     # a worse level held over the last runs: Page's CUSUM on each family's
     # self-started scores (docs/judging.md)
+    # each figure's lag-1 correlation between accepted runs, read once: the
+    # sustained rule, the spread tests and the forecast behind called runs use it
+    rho = {name: _rho(figures[name], results.get(name)) for name in where}
     sustained, _series = _sustained(judging, figures, where, settings, run_id, level_runs,
-                                   pending, results, rejected)
+                                   pending, results, rho, rejected)
     out = Decision(where=where)
     for name, verdict in results.items():
         case_key, variable, unit, hist, current, _better = where[name]
@@ -90,12 +94,12 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
                          figures[name].baseline_runs, fs.alpha, rejected, fs.k, True)
         judged = outcome != "no-baseline" and not str(verdict.note).startswith(
             "fast mode gone")
-        grown = _grown(every, fs, _rho(figures[name], verdict)) if judged else None
+        grown = _grown(every, fs, rho[name]) if judged else None
         if grown is None and judged and outcome in ("regressed", "improved"):
             # a run already beyond its threshold is an alarm either way: which
             # one (the level moved, or the spread grew) is read at a looser
             # alpha, at no cost to clean runs (docs/judging.md)
-            grown = _names_spread(every, fs, _rho(figures[name], verdict))
+            grown = _names_spread(every, fs, rho[name])
         if grown is not None and not _both_ways(every[0][-BOTH_WAYS_RUNS:], detail):
             grown = None  # runs beyond the level one way only: the level moved
         if grown is not None and not _beyond(detail, grown["ratio"]):
@@ -126,7 +130,7 @@ def decide(settings: Any, run_id: str, cases: Iterable[Any],
             # behind runs called or held: where runs depend on each other the
             # level may have wandered with them; within the AR(1) forecast from
             # the newest of them the run is held for a person, not called
-            follows = _follows(figures[name], verdict, every, fs.alpha)
+            follows = _follows(figures[name], verdict, every, fs.alpha, rho[name])
             if follows is not None:
                 outcome = "inconclusive"
                 detail.pop("sustained", None)
@@ -283,17 +287,17 @@ def _back(current: Any, cp: Mapping[str, Any]) -> bool:
 
 def _sustained(judging: Any, figures: Mapping[str, Any], where: Mapping[str, Any],
                settings: Any, run_id: str, level_runs: frozenset[str],
-               pending: frozenset[str], results: Mapping[str, Any],
+               pending: frozenset[str], results: Mapping[str, Any], rho: Mapping[str, float],
                rejected: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """Figures of the families whose CUSUM is beyond its limit at this run, with
     the run since which they stayed beyond their old level (``since``); each
-    figure's runs read through the statistic its verdict judged."""
+    figure's runs read through the statistic its verdict judged, its scores
+    deflated by its lag-1 correlation ``rho`` (:func:`_rho`)."""
     series = {name: _medians(w[3], w[4], run_id, level_runs, pending, results.get(name),
                              figures[name].baseline_runs, settings.for_figure(name).alpha,
                              rejected, settings.for_figure(name).k)
               for name, w in where.items()}
     medians = {name: (m, where[name][5]) for name, (m, _) in series.items()}
-    rho = {name: _rho(figures[name], results.get(name)) for name in where}
     found = judging.sustained_families(judging.families(figures, settings), medians, settings,
                                        rho=rho)
     for name, cp in found.items():
@@ -356,18 +360,12 @@ def _within_accepted(runs: Sequence[Sequence[float]], current: Sequence[float]
     run's median lies between them (at least :data:`WITHIN_RUNS` runs), else
     None: a run the accepted runs have already been as far as is no outlier
     to hold out of the baselines (``run.holds.hold_reasons``)."""
-    meds = [_median(r) for r in runs if r]
+    meds = [statistics.median(r) for r in runs if r]
     if len(meds) < WITHIN_RUNS or not current:
         return None
-    here = _median(current)
+    here = statistics.median(current)
     low, high = min(meds), max(meds)
     return {"low": low, "high": high, "runs": len(meds)} if low <= here <= high else None
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def _beyond(detail: Mapping[str, Any], ratio: float) -> bool:
@@ -409,8 +407,8 @@ def _rho(data: Any, verdict: Any) -> float:
     return lag1([y for _, y in pairs], starts)
 
 
-def _follows(data: Any, verdict: Any, every: tuple[list[float], list[str]], alpha: float
-             ) -> dict[str, Any] | None:
+def _follows(data: Any, verdict: Any, every: tuple[list[float], list[str]], alpha: float,
+             rho: float) -> dict[str, Any] | None:
     """Whether a run behind called (or held) runs lies within the AR(1)
     forecast from the newest of them: ``mu + rho (y_prev - mu)`` with variance
     ``s^2 (1 - rho^2)`` plus that of ``mu`` (log scale; ``mu``, ``s``: mean
@@ -426,7 +424,6 @@ def _follows(data: Any, verdict: Any, every: tuple[list[float], list[str]], alph
     values, ids = every
     if len(values) < 2 or any(v <= 0 for v in values[-2:]):
         return None
-    rho = _rho(data, verdict)
     if rho <= 0:
         return None
     statistic = getattr(verdict, "statistic", "median")
