@@ -274,7 +274,9 @@ NOISE: dict[str, tuple[Callable[..., np.ndarray], str]] = {
 
 #: name -> (noise, runs of history, [(runs, kind, factor)]): kinds ``clean``,
 #: ``fault`` (worse by ``factor``: a bandwidth x factor), ``good`` (better by
-#: it), ``spread`` (the between-run sd times ``factor``, the level unchanged)
+#: it), ``spread`` (the between-run sd times ``factor``, the level unchanged),
+#: ``fault-spread`` (worse by ``factor`` while the between-run sd doubles: two
+#: faults at once)
 SEQUENCES: dict[str, tuple[str, int, list[tuple[int, str, float]]]] = {
     "gaussian": ("gaussian", 30, [(10, "clean", 1.0)]),
     "heavy": ("heavy", 30, [(10, "clean", 1.0)]),
@@ -291,6 +293,9 @@ SEQUENCES: dict[str, tuple[str, int, list[tuple[int, str, float]]]] = {
     "step-10": ("gaussian", 30, [(8, "fault", 0.9)]),
     "step-10-ar0.5": ("ar0.5", 30, [(8, "fault", 0.9)]),
     "drop-20": ("gaussian", 30, [(1, "fault", 0.8)]),
+    # several at once: a step while the spread doubles; a drop under a wandering level
+    "step-10-spread-x2": ("gaussian", 30, [(8, "fault-spread", 0.9)]),
+    "drop-20-ar0.8": ("ar0.8", 30, [(1, "fault", 0.8)]),
 }
 
 
@@ -308,9 +313,9 @@ def sequence(name: str, trials: int, n: int, seed: int) -> list[list[tuple[str, 
         got = []
         for count, kind, factor in plan:
             for _ in range(count):
-                state["scale"] = factor if kind == "spread" else 1.0
+                state["scale"] = {"spread": factor, "fault-spread": 2.0}.get(kind, 1.0)
                 x = draw(rng, n, state)
-                if kind in ("fault", "good"):
+                if kind in ("fault", "good", "fault-spread"):
                     x = _worse(x, better, factor)  # x factor in the better direction's unit
                 outcome, _, accepted = pipe.judge(x)
                 got.append((kind, outcome, accepted))
@@ -348,12 +353,12 @@ def summarize_sequence(name: str, got: list[list[tuple[str, str, bool]]]) -> dic
     if name == "good-x1.5":
         out["x1.5 run accepted"] = _rate(sum(seq[0][2] for seq in got), len(got))
         out["x1.5 run held or called"] = _rate(sum(not seq[0][2] for seq in got), len(got))
-    faults = [o for seq in got for k, o, _ in seq if k == "fault"]
+    faults = [o for seq in got for k, o, _ in seq if k.startswith("fault")]
     if name.startswith(("step-10", "drop-20")):
-        by = 1 if name == "drop-20" else 5
+        by = 1 if name.startswith("drop-20") else 5
         out[f"called by run {by}"] = _rate(
             sum(any(o == "regressed" for _, o, _ in seq[:by]) for seq in got), len(got))
-        if name != "drop-20":  # a level that moved, named as a grown spread
+        if not name.startswith("drop-20"):  # a level that moved, named as a grown spread
             out["step runs named unstable"] = _rate(sum(o == "unstable" for o in faults),
                                                     len(faults))
     if name == "step-return":
